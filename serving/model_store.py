@@ -82,6 +82,10 @@ class ModelStore:
             states = self._states.get(name, {})
             return [states[v] for v in sorted(states, reverse=True)]
 
+    def model_names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._states)
+
     # -- loading --------------------------------------------------------------------------
 
     def _set_state(self, state: ServableState) -> None:

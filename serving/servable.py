@@ -11,6 +11,7 @@ never change when hot swap arrives. Its contract:
   label: l")``. Thread-safe; never blocks on loading.
 * ``version_states(name)``: every version the manager has known for that model (END ones
   included, as TensorFlow Serving's state monitor keeps them), newest first; empty if none.
+* ``model_names()``: every model the manager has known, sorted.
 """
 
 from __future__ import annotations
@@ -106,3 +107,5 @@ class ServableManager(Protocol):
     def handle(self, request: ServableRequest) -> ServableHandle: ...
 
     def version_states(self, name: str) -> list[ServableState]: ...
+
+    def model_names(self) -> list[str]: ...

@@ -1,0 +1,1 @@
+"""The model lifecycle: sources propose aspired versions, the manager loads and unloads them."""
