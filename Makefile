@@ -36,6 +36,7 @@ fixtures: $(TF_VENV)/.installed
 	$(TF_PY) fixtures/make_fixtures.py
 	$(TF_PY) fixtures/record_tensor_protos.py
 	$(TF_PY) fixtures/record_checkpoints.py
+	$(TF_PY) fixtures/make_warmup.py
 
 kernel-fixtures: $(TF_VENV)/.installed
 	$(TF_PY) fixtures/record_kernel_cases.py
