@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sys
+import warnings
 from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
@@ -26,7 +27,7 @@ log = logging.getLogger("graphserve")
 _BOOL_WORDS = {"true": True, "1": True, "false": False, "0": False}
 
 # Flags that shape the server: name -> type (ServerOptions' fields, which hold the defaults).
-_TYPES: dict[str, type] = {"int": int, "str": str, "bool": bool}
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
 _SERVED: dict[str, type] = {
     f.name: _TYPES[str(f.type)] for f in dataclasses.fields(ServerOptions)
 }
@@ -34,10 +35,6 @@ _SERVED: dict[str, type] = {
 # tensorflow_model_server flags accepted for compatibility that change nothing yet.
 _ACCEPTED: dict[str, type] = {
     "enable_per_model_batching_parameters": bool,
-    "num_load_threads": int,
-    "num_unload_threads": int,
-    "max_num_load_retries": int,
-    "load_retry_interval_micros": int,
     "flush_filesystem_caches": bool,
     "tensorflow_session_parallelism": int,
     "tensorflow_intra_op_parallelism": int,
@@ -49,8 +46,6 @@ _ACCEPTED: dict[str, type] = {
     "use_alts_credentials": bool,
     "grpc_channel_arguments": str,
     "grpc_max_threads": int,
-    "enable_model_warmup": bool,
-    "num_request_iterations_for_warmup": int,
     "monitoring_config_file": str,
     "enable_profiler": bool,
     "enable_grpc_healthcheck_service": bool,
@@ -142,8 +137,6 @@ def options_from_flags(values: dict[str, Any]) -> ServerOptions:
     if options.enable_batching:
         log.warning("--enable_batching: request batching is not implemented yet; "
                     "requests run unbatched")
-    if options.file_system_poll_wait_seconds > 0 or options.model_config_file_poll_wait_seconds > 0:
-        log.info("Model versions are loaded once at start-up; new versions are not watched yet")
     return options
 
 
@@ -165,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # watchdog warns when a directory tree appears faster than it registers watches; harmless.
+    warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
     try:
         parsed = parse_flags(args)
     except FlagError as err:

@@ -61,6 +61,17 @@ class ServerOptions:
     model_config_file: str = ""
     model_config_file_poll_wait_seconds: int = 0
     file_system_poll_wait_seconds: int = 1
+    # Beyond TensorFlow Serving: how long a new version directory must stay unchanged before
+    # it is loaded, so a directory still being copied is never loaded half-written.
+    file_system_settle_seconds: float = 0.5
+    # Beyond TensorFlow Serving: react to file-system events at once (polling stays on).
+    file_system_watch: bool = True
+    num_load_threads: int = 0
+    num_unload_threads: int = 0
+    max_num_load_retries: int = 5
+    load_retry_interval_micros: int = 60_000_000
+    enable_model_warmup: bool = True
+    num_request_iterations_for_warmup: int = 0
     enable_batching: bool = False
     batching_parameters_file: str = ""
     saved_model_tags: str = "serve"

@@ -1,7 +1,9 @@
 """Builds the server from its options and runs it until SIGTERM/SIGINT.
 
-Start-up follows TensorFlow Serving: load every configured model first (a failure ends the
-process with exit status 255), then open the transports. gRPC is not served yet, so ``--port``
+Start-up: read and check the model config (an invalid one ends the process with exit status
+255, as in TensorFlow Serving), hand it to the ServerCore, and open the transports at once;
+models load in the background and ``/readyz`` reports when every one has a version AVAILABLE
+(TensorFlow Serving instead blocks start-up until then). gRPC is not served yet, so ``--port``
 is left unbound; REST runs on uvicorn, which shuts down gracefully on SIGTERM/SIGINT (stops
 accepting, finishes requests in flight).
 """
@@ -11,17 +13,21 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from pathlib import Path
 
 from runtime.errors import InvalidArgumentError, OpError
 from serving.config import ServerOptions, model_configs
-from serving.model_store import ModelStore, start_up
+from serving.core.config_watcher import ConfigFileWatcher
+from serving.core.server_core import CoreOptions, ServerCore
 
 log = logging.getLogger("graphserve")
 
 EXIT_START_FAILED = 255  # tensorflow_model_server returns -1
 
 
-def build_store(options: ServerOptions) -> ModelStore:
+def build_core(options: ServerOptions) -> tuple[ServerCore, ConfigFileWatcher | None]:
+    """The core with the initial config applied, and the config file's watcher (not started).
+    Raises OpError for an invalid command line or config; nothing is left running then."""
     if options.batching_parameters_file and not options.enable_batching:
         raise InvalidArgumentError(
             "--batching_parameters_file is set but --enable_batching is not"
@@ -32,11 +38,20 @@ def build_store(options: ServerOptions) -> ModelStore:
             options.model_name, options.model_base_path,
         )
     configs = model_configs(options)
-    return start_up(
-        configs,
-        options.tags,
-        allow_labels_for_unavailable=options.allow_version_labels_for_unavailable_models,
-    )
+    core = ServerCore(CoreOptions.from_server_options(options))
+    try:
+        core.reload_config(configs)
+    except BaseException:
+        core.close()
+        raise
+    watcher = None
+    if options.model_config_file and options.model_config_file_poll_wait_seconds > 0:
+        path = Path.cwd() / options.model_config_file
+        watcher = ConfigFileWatcher(
+            path, core.reload_config, options.model_config_file_poll_wait_seconds
+        )
+        watcher.mark_applied(path.read_text())
+    return core, watcher
 
 
 def _wait_for_signal() -> None:
@@ -46,18 +61,19 @@ def _wait_for_signal() -> None:
     stop.wait()
 
 
-def _serve_rest(store: ModelStore, options: ServerOptions) -> int:
+def _serve_rest(core: ServerCore, options: ServerOptions) -> int:
     import uvicorn
 
     from serving.rest.app import RestOptions, create_app
 
     app = create_app(
-        store,
+        core,
         RestOptions(
             num_threads=options.rest_threads,
             timeout_in_ms=options.rest_api_timeout_in_ms,
             enable_cors=options.rest_api_enable_cors_support,
         ),
+        readiness=core.readiness,
     )
     config = uvicorn.Config(
         app,
@@ -86,12 +102,14 @@ def _serve_rest(store: ModelStore, options: ServerOptions) -> int:
 def serve(options: ServerOptions) -> int:
     """Run the server; returns the process exit status."""
     try:
-        store = build_store(options)
+        core, watcher = build_core(options)
     except OpError as err:
         message = f"Failed to start server. Error: {err.status_text()}"
         log.error("%s", message)
         print(message, flush=True)
         return EXIT_START_FAILED
+    if watcher is not None:
+        watcher.start()
     try:
         if options.port:
             log.info("gRPC is not served yet: --port=%d is left unbound", options.port)
@@ -106,6 +124,8 @@ def serve(options: ServerOptions) -> int:
             )
             _wait_for_signal()
             return 0
-        return _serve_rest(store, options)
+        return _serve_rest(core, options)
     finally:
-        store.close()
+        if watcher is not None:
+            watcher.close()
+        core.close()

@@ -16,6 +16,8 @@ from runtime.errors import InvalidArgumentError
 from serving.config import AllVersions, LatestVersions, SpecificVersions, VersionPolicy
 
 log = logging.getLogger("graphserve")
+# (base path, version) pairs already warned about, so a poll does not repeat the warning.
+_duplicates_warned: set[tuple[Path, int]] = set()
 _VERSION = re.compile(r"[+-]?[0-9]+")
 
 
@@ -40,6 +42,9 @@ def list_versions(servable: str, base_path: Path) -> dict[int, Path]:
         if version is None:
             continue
         if version in versions:
+            if (base_path, version) in _duplicates_warned:
+                continue
+            _duplicates_warned.add((base_path, version))
             log.warning(
                 "Duplicate version directories detected. Version %d will be loaded from %s, "
                 "%s will be ignored.", version, versions[version], child

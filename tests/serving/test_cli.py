@@ -28,11 +28,14 @@ def test_bad_values(argv: list[str]) -> None:
 
 def test_options(caplog: pytest.LogCaptureFixture) -> None:
     values = parse_flags(["--rest_api_port=1", "--enable_model_warmup=false",
+                          "--file_system_settle_seconds=0.25",
                           "--tensorflow_session_parallelism=2"]).values
     with caplog.at_level(logging.WARNING, logger="graphserve"):
         options = options_from_flags(values)
-    assert options == ServerOptions(rest_api_port=1)
-    assert "--enable_model_warmup is accepted for compatibility" in caplog.text
+    assert options == ServerOptions(
+        rest_api_port=1, enable_model_warmup=False, file_system_settle_seconds=0.25
+    )
+    assert "--enable_model_warmup" not in caplog.text
     assert "--tensorflow_session_parallelism is accepted" in caplog.text
 
 

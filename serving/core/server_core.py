@@ -1,0 +1,185 @@
+"""ServerCore: the model lifecycle built from the model config, kept in step with reloads.
+
+    FileSystemSource --aspired versions--> AspiredVersionsManager --handles--> request layer
+                                             (loader: SavedModel + warmup)
+
+The core is what the transports talk to: it is a ``ServableManager`` (lookups and states go to
+the manager) and it answers readiness. It never waits for models: the server answers as soon as
+it is up, and readiness turns true once every configured model has an AVAILABLE version.
+Version labels follow TensorFlow Serving's rules and are checked before a config is applied, so
+a rejected config changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+from runtime.errors import FailedPreconditionError
+from serving.config import ModelConfig, ServerOptions
+from serving.core.fs_source import FileSystemSource
+from serving.core.manager import AspiredVersionsManager, VersionLoader
+from serving.core.state_monitor import ServableStateMonitor
+from serving.servable import ServableHandle, ServableId, ServableRequest, ServableState
+
+if TYPE_CHECKING:
+    from runtime.saved_model import LoadedModel
+
+log = logging.getLogger("graphserve")
+
+
+@dataclass(frozen=True)
+class CoreOptions:
+    tags: tuple[str, ...] = ("serve",)
+    file_system_poll_wait_seconds: float = 1.0
+    file_system_settle_seconds: float = 0.5
+    file_system_watch: bool = True
+    num_load_threads: int = 0
+    num_unload_threads: int = 0
+    max_num_load_retries: int = 5
+    load_retry_interval_s: float = 60.0
+    enable_model_warmup: bool = True
+    num_request_iterations_for_warmup: int = 0  # 0: warmup's own default (1)
+    allow_version_labels_for_unavailable_models: bool = False
+
+    @classmethod
+    def from_server_options(cls, options: ServerOptions) -> CoreOptions:
+        return cls(
+            tags=options.tags,
+            file_system_poll_wait_seconds=options.file_system_poll_wait_seconds,
+            file_system_settle_seconds=options.file_system_settle_seconds,
+            file_system_watch=options.file_system_watch,
+            num_load_threads=options.num_load_threads,
+            num_unload_threads=options.num_unload_threads,
+            max_num_load_retries=options.max_num_load_retries,
+            # TensorFlow Serving: a negative interval means no wait between attempts.
+            load_retry_interval_s=max(options.load_retry_interval_micros, 0) / 1e6,
+            enable_model_warmup=options.enable_model_warmup,
+            num_request_iterations_for_warmup=options.num_request_iterations_for_warmup,
+            allow_version_labels_for_unavailable_models=(
+                options.allow_version_labels_for_unavailable_models
+            ),
+        )
+
+
+def saved_model_loader(options: CoreOptions) -> VersionLoader:
+    """Loads one version from its directory and replays its warmup requests before it is
+    published; a warmup failure fails the load."""
+
+    def load(id: ServableId, path: Path) -> LoadedModel:
+        from runtime.saved_model import load_saved_model
+        from serving.core.warmup import run_warmup
+
+        model = load_saved_model(path, options.tags)
+        if options.enable_model_warmup:
+            try:
+                run_warmup(
+                    model, path, model_name=id.name, version=id.version,
+                    iterations=options.num_request_iterations_for_warmup or 1,
+                )
+            except BaseException:
+                model.close()
+                raise
+        return model
+
+    return load
+
+
+class ServerCore:
+    """Sources, manager and labels for every configured model. Thread-safe."""
+
+    def __init__(self, options: CoreOptions, loader: VersionLoader | None = None) -> None:
+        self.options = options
+        self.monitor = ServableStateMonitor()
+        self.manager = AspiredVersionsManager(
+            loader or saved_model_loader(options),
+            self.monitor,
+            num_load_threads=options.num_load_threads,
+            num_unload_threads=options.num_unload_threads,
+            max_num_load_retries=options.max_num_load_retries,
+            load_retry_interval_s=options.load_retry_interval_s,
+        )
+        self.source = FileSystemSource(
+            self.manager.set_aspired_versions,
+            poll_wait_seconds=options.file_system_poll_wait_seconds,
+            settle_seconds=options.file_system_settle_seconds,
+            use_watchdog=options.file_system_watch,
+        )
+        self._reload_lock = threading.Lock()
+        self._configs: dict[str, ModelConfig] = {}
+        self._started = False
+
+    # -- configuration ----------------------------------------------------------------------
+
+    def reload_config(self, configs: Sequence[ModelConfig]) -> None:
+        """Apply a model list: it replaces the previous one (models absent are unloaded).
+        Raises FailedPreconditionError, changing nothing, when a label is not allowed."""
+        with self._reload_lock:
+            labels = {c.name: self._checked_labels(c) for c in configs}
+            removed = [name for name in self._configs if name not in labels]
+            self._configs = {c.name: c for c in configs}
+            for name in removed:
+                self.manager.set_version_labels(name, {})
+            for name, model_labels in labels.items():
+                self.manager.set_version_labels(name, model_labels)
+            self.source.set_models(list(configs))
+            if not self._started:
+                self.source.start()
+                self._started = True
+        log.info("Model config applied: %s", ", ".join(sorted(labels)) or "(no models)")
+
+    def _checked_labels(self, config: ModelConfig) -> dict[str, int]:
+        """TensorFlow Serving's label rule: a label must name an AVAILABLE version; with
+        --allow_version_labels_for_unavailable_models a new or unchanged label may name one
+        that is not available yet, but an existing label still cannot move to one."""
+        current = self.manager.version_labels(config.name)
+        available = set(self.manager.available_versions(config.name))
+        for label, version in config.version_labels.items():
+            if version in available:
+                continue
+            unchanged_or_new = current.get(label, version) == version
+            if self.options.allow_version_labels_for_unavailable_models and unchanged_or_new:
+                continue
+            raise FailedPreconditionError(
+                f"Request to assign label to version {version} of model {config.name}, which "
+                "is not currently available for inference"
+            )
+        return dict(config.version_labels)
+
+    def configs(self) -> Mapping[str, ModelConfig]:
+        return dict(self._configs)
+
+    # -- ServableManager ----------------------------------------------------------------------
+
+    def handle(self, request: ServableRequest) -> ServableHandle:
+        return self.manager.handle(request)
+
+    def version_states(self, name: str) -> list[ServableState]:
+        return self.manager.version_states(name)
+
+    def model_names(self) -> list[str]:
+        return self.manager.model_names()
+
+    # -- readiness ------------------------------------------------------------------------------
+
+    def readiness(self) -> list[str]:
+        """Configured models that have no AVAILABLE version yet ([] = ready)."""
+        return [n for n in sorted(self._configs) if not self.manager.available_versions(n)]
+
+    def wait_until_ready(self, timeout: float | None = None) -> bool:
+        return self.monitor.wait_for(lambda _: not self.readiness(), timeout)
+
+    def close(self) -> None:
+        """Stop watching, then unload every version (in-flight requests finish first)."""
+        self.source.close()
+        self.manager.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

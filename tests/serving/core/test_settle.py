@@ -1,0 +1,202 @@
+"""Version-directory completeness: required files present, and nothing changed for a while."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from serving.core.settle import SettleTracker, missing_parts, snapshot
+
+PB = "saved_model.pb"
+INDEX = "variables/variables.index"
+
+
+def shard(i: int, n: int) -> str:
+    return f"variables/variables.data-{i:05d}-of-{n:05d}"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def write_version(path: Path, shards: int = 1, *, skip: tuple[str, ...] = ()) -> Path:
+    names = [PB, INDEX] + [shard(i, shards) for i in range(shards)]
+    for name in names:
+        if name in skip:
+            continue
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_bytes(b"x" * 16)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({PB}, None),  # a model without variables
+        ({"saved_model.pbtxt"}, None),
+        ({PB, INDEX, shard(0, 1)}, None),
+        ({PB, INDEX, shard(0, 2), shard(1, 2), "assets/vocab.txt", "fingerprint.pb"}, None),
+        (set(), "no saved_model.pb"),
+        ({INDEX, shard(0, 1)}, "no saved_model.pb"),
+        ({PB, shard(0, 1)}, "no variables/variables.index"),
+        ({PB, INDEX}, "no variables data shard"),
+        ({PB, INDEX, shard(0, 3), shard(2, 3)}, "no variables/variables.data-00001-of-00003"),
+        ({PB, INDEX, shard(0, 1), shard(0, 2), shard(1, 2)}, "disagree on the shard count"),
+        ({PB, "variables/variables.data-00000-of-00001.tmp", INDEX}, "no variables data shard"),
+    ],
+)
+def test_missing_parts(files: set[str], expected: str | None) -> None:
+    found = missing_parts(files)
+    if expected is None:
+        assert found is None
+    else:
+        assert found is not None and expected in found
+
+
+def test_snapshot_lists_files_with_size_and_mtime(tmp_path: Path) -> None:
+    version = write_version(tmp_path / "1")
+    (version / "assets").mkdir()
+    os.utime(version / PB, ns=(5, 1_000_000_007))
+    snap = snapshot(version)
+    assert snap is not None
+    assert (PB, 16, 1_000_000_007) in snap
+    assert {rel for rel, _, _ in snap} == {PB, "variables", INDEX, shard(0, 1), "assets"}
+    assert ("assets", -1, 0) in snap
+
+
+def test_snapshot_follows_a_symlinked_directory_and_survives_a_cycle(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    write_version(target)
+    version = tmp_path / "1"
+    version.mkdir()
+    (version / PB).write_bytes(b"pb")
+    (version / "variables").symlink_to(target / "variables")
+    (version / "loop").symlink_to(version)
+    snap = snapshot(version)
+    assert snap is not None
+    assert {INDEX, shard(0, 1)} <= {rel for rel, _, _ in snap}
+
+
+def test_complete_at_once_with_zero_settle(tmp_path: Path) -> None:
+    tracker = SettleTracker(0.0, FakeClock())
+    assert tracker.check(write_version(tmp_path / "1")).complete
+
+
+def test_complete_only_after_quiet_for_the_settle_time(tmp_path: Path) -> None:
+    clock = FakeClock()
+    tracker = SettleTracker(1.0, clock)
+    version = write_version(tmp_path / "1")
+    first = tracker.check(version)
+    assert not first.complete and first.ready_at == 1.0
+    clock.now = 0.5
+    assert not tracker.check(version).complete
+    clock.now = 1.0
+    assert tracker.check(version).complete
+
+
+@pytest.mark.parametrize("change", ["size", "mtime"])
+def test_a_change_restarts_the_settle_time(tmp_path: Path, change: str) -> None:
+    clock = FakeClock()
+    tracker = SettleTracker(1.0, clock)
+    version = write_version(tmp_path / "1")
+    assert not tracker.check(version).complete
+    clock.now = 0.6
+    target = version / shard(0, 1)
+    if change == "size":
+        with target.open("ab") as f:
+            f.write(b"more")
+    else:
+        os.utime(target, ns=(1, 123_456_789))
+    readiness = tracker.check(version)
+    assert not readiness.complete and readiness.ready_at == 1.6
+    clock.now = 1.2
+    assert not tracker.check(version).complete
+    clock.now = 1.6
+    assert tracker.check(version).complete
+
+
+def test_missing_shard_is_never_complete_until_it_arrives(tmp_path: Path) -> None:
+    clock = FakeClock()
+    tracker = SettleTracker(1.0, clock)
+    version = write_version(tmp_path / "1", shards=2, skip=(shard(1, 2),))
+    readiness = tracker.check(version)
+    assert not readiness.complete and readiness.ready_at is None
+    assert readiness.reason == "no variables/variables.data-00001-of-00002"
+    clock.now = 100.0
+    assert not tracker.check(version).complete
+    (version / shard(1, 2)).write_bytes(b"x")
+    readiness = tracker.check(version)
+    assert not readiness.complete and readiness.ready_at == 101.0
+    clock.now = 101.0
+    assert tracker.check(version).complete
+
+
+def test_stays_complete_when_touched_after(tmp_path: Path) -> None:
+    version = write_version(tmp_path / "1")
+    tracker = SettleTracker(0.0, FakeClock())
+    assert tracker.check(version).complete
+    (version / PB).write_bytes(b"rewritten by someone")
+    (version / shard(0, 1)).unlink()
+    assert tracker.check(version).complete
+
+
+def test_forgotten_when_it_disappears(tmp_path: Path) -> None:
+    clock = FakeClock()
+    tracker = SettleTracker(1.0, clock)
+    version = write_version(tmp_path / "1")
+    tracker.check(version)
+    clock.now = 1.0
+    assert tracker.check(version).complete
+    tracker.retain([])
+    readiness = tracker.check(version)
+    assert not readiness.complete and readiness.ready_at == 2.0
+    shutil.rmtree(version)
+    assert tracker.check(version).reason == "gone"
+
+
+def test_a_replaced_directory_settles_again(tmp_path: Path) -> None:
+    clock = FakeClock()
+    tracker = SettleTracker(1.0, clock)
+    version = write_version(tmp_path / "1")
+    tracker.check(version)
+    clock.now = 1.0
+    assert tracker.check(version).complete
+    # The old directory is kept alive under another name, so the new one has another inode.
+    replacement = write_version(tmp_path / "incoming", skip=(INDEX,))
+    version.rename(tmp_path / "old")
+    replacement.rename(version)
+    readiness = tracker.check(version)
+    assert not readiness.complete and readiness.reason == f"no {INDEX}"
+
+
+def test_a_file_is_not_a_version_directory(tmp_path: Path) -> None:
+    (tmp_path / "7").write_bytes(b"")
+    readiness = SettleTracker(0.0, FakeClock()).check(tmp_path / "7")
+    assert not readiness.complete and readiness.reason == "not a directory"
+
+
+def test_a_directory_untouched_for_the_settle_time_is_complete_at_first_sight(
+    tmp_path: Path,
+) -> None:
+    # A model renamed into place, or already on disk at start-up, carries old mtimes.
+    version = write_version(tmp_path / "1")
+    hour_ago = os.stat(version).st_mtime - 3600
+    for path in [*version.rglob("*"), version]:
+        os.utime(path, (hour_ago, hour_ago))
+    assert SettleTracker(1.0, FakeClock()).check(version).complete
+
+
+def test_one_fresh_file_makes_an_old_directory_wait(tmp_path: Path) -> None:
+    version = write_version(tmp_path / "1")
+    hour_ago = os.stat(version).st_mtime - 3600
+    for path in [*version.rglob("*"), version]:
+        os.utime(path, (hour_ago, hour_ago))
+    os.utime(version / INDEX)  # just written
+    assert not SettleTracker(1.0, FakeClock()).check(version).complete

@@ -1,0 +1,68 @@
+"""Helpers for end-to-end tests against the real daemon: copying versions in, waiting on states."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from tests.serving.support import FIXTURE_MODELS, HALF_PLUS_TWO
+
+HALF_PLUS_TWO_V = HALF_PLUS_TWO / "00000123"  # y = 0.5x + 2
+HALF_PLUS_THREE_V = FIXTURE_MODELS / "half_plus_three" / "1"  # y = 0.5x + 3
+DEADLINE_S = 120.0
+
+
+def copy_slowly(source: Path, target: Path, pause_s: float = 0.05) -> None:
+    """Copy a version directory file by file, directories first, pausing between files, the
+    way a slow upload lands: the server must not load it half-written."""
+    target.mkdir()
+    for path in sorted(source.rglob("*")):
+        dest = target / path.relative_to(source)
+        if path.is_dir():
+            dest.mkdir(exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        data = path.read_bytes()
+        with dest.open("wb") as out:  # in two writes, so a reader can see a partial file
+            out.write(data[: len(data) // 2])
+            out.flush()
+            time.sleep(pause_s)
+            out.write(data[len(data) // 2:])
+        time.sleep(pause_s)
+
+
+def copy_atomically(source: Path, target: Path) -> None:
+    """Copy next to the target, then rename into place (what TensorFlow Serving requires)."""
+    staging = target.with_name(f".{target.name}.staging")
+    shutil.copytree(source, staging)
+    staging.rename(target)
+
+
+def wait_until(condition: Callable[[], bool], what: str, deadline_s: float = DEADLINE_S) -> None:
+    end = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() > end:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def version_states(client: httpx.Client, model: str) -> dict[int, dict[str, object]]:
+    """version -> {"state": ..., "error_code": ..., "error_message": ...}; {} when unknown."""
+    try:
+        response = client.get(f"/v1/models/{model}")
+    except httpx.TransportError:
+        return {}
+    if response.status_code != 200:
+        return {}
+    return {
+        int(v["version"]): {"state": v["state"], **v["status"]}
+        for v in response.json()["model_version_status"]
+    }
+
+
+def state_is(client: httpx.Client, model: str, version: int, state: str) -> Callable[[], bool]:
+    return lambda: version_states(client, model).get(version, {}).get("state") == state
