@@ -50,7 +50,6 @@ _ACCEPTED: dict[str, type] = {
     "enable_profiler": bool,
     "enable_grpc_healthcheck_service": bool,
     "enable_serialization_as_tensor_content": bool,
-    "enable_signature_method_name_check": bool,
     "remove_unused_fields_from_bundle_metagraph": bool,
     "prefer_tflite_model": bool,
     "num_tflite_pools": int,

@@ -76,6 +76,7 @@ class ServerOptions:
     batching_parameters_file: str = ""
     saved_model_tags: str = "serve"
     allow_version_labels_for_unavailable_models: bool = False
+    enable_signature_method_name_check: bool = False
 
     @property
     def tags(self) -> tuple[str, ...]:

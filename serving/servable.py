@@ -1,8 +1,8 @@
 """What the request layer needs from whatever owns the loaded models.
 
-``ServableManager`` is the lookup interface: the static ``ModelStore`` implements it today and
-the version-watching manager will implement it later, so the request layer and the transports
-never change when hot swap arrives. Its contract:
+``ServableManager`` is the lookup interface the request layer and the transports use; the
+``AspiredVersionsManager`` (behind ``ServerCore``) implements it, and so does the one-version
+manager warmup replays against. Its contract:
 
 * ``handle(request)`` resolves (name, latest | version | label) to a ``ServableHandle`` that
   keeps that version loaded until released (use it as a context manager). Unknown model or

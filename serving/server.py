@@ -72,6 +72,7 @@ def _serve_rest(core: ServerCore, options: ServerOptions) -> int:
             num_threads=options.rest_threads,
             timeout_in_ms=options.rest_api_timeout_in_ms,
             enable_cors=options.rest_api_enable_cors_support,
+            signature_method_name_check=options.enable_signature_method_name_check,
         ),
         readiness=core.readiness,
     )

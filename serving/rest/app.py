@@ -5,6 +5,10 @@ One catch-all route takes every request, because TensorFlow Serving's routing (c
 expressible as path templates. Each API is: decode the body, call the request layer, encode.
 Model runs (and the JSON work around them) go to a bounded thread pool so the event loop keeps
 answering status requests while models compute.
+
+Beyond TensorFlow Serving's API: ``GET /v1/models`` lists every model with its versions' states
+(upstream answers 400 there), and the probes ``GET /healthz`` (the process answers) and
+``GET /readyz`` (every configured model has an AVAILABLE version) sit outside ``/v1/``.
 """
 
 from __future__ import annotations
@@ -23,15 +27,22 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
 
-from runtime.errors import DeadlineExceededError, OpError, UnimplementedError
+from runtime.errors import DeadlineExceededError, NotFoundError, OpError
+from serving.requests.classify import ClassifyRequest, classify
 from serving.requests.metadata import GetModelMetadataRequest, get_model_metadata
 from serving.requests.model_spec import ModelSpec
 from serving.requests.predict import PredictRequest, predict
-from serving.requests.status import GetModelStatusRequest, get_model_status
+from serving.requests.regress import RegressRequest, regress
+from serving.requests.status import GetModelStatusRequest, GetModelStatusResponse, get_model_status
 from serving.rest.http_status import http_status
 from serving.rest.json_codec import PredictBody, decode_inputs, parse_predict_body
 from serving.rest.json_encode import encode_predict_response
-from serving.rest.json_status import metadata_json, status_json
+from serving.rest.json_examples import (
+    encode_classify_response,
+    encode_regress_response,
+    parse_examples_body,
+)
+from serving.rest.json_status import metadata_json, models_json, probe_json, status_json
 from serving.rest.json_text import error_body
 from serving.rest.routes import API_PATH, Route, parse_route
 from serving.servable import ServableManager
@@ -46,6 +57,8 @@ _CORS = {
     "Access-Control-Allow-Headers": "Content-Type",
 }
 _ORIGIN = re.compile(r"https?://")
+HEALTHZ, READYZ = "/healthz", "/readyz"
+_PROBE_METHODS = ("GET", "HEAD")
 # Every method reaches the handler, which answers the ones the API lacks as malformed.
 _METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]
 # libevent's default error page, which TensorFlow Serving sends for paths outside /v1/.
@@ -58,8 +71,17 @@ _NOT_FOUND_HTML = (
 @dataclass(frozen=True)
 class RestOptions:
     num_threads: int = 4
-    timeout_in_ms: int = 30000  # a predict taking longer answers 504; 0 = no limit
+    timeout_in_ms: int = 30000  # an inference taking longer answers 504; 0 = no limit
     enable_cors: bool = False
+    # --enable_signature_method_name_check: classify/regress also require their method name.
+    signature_method_name_check: bool = False
+
+
+Readiness = Callable[[], list[str]]  # configured models without an AVAILABLE version
+
+
+def _all_ready() -> list[str]:
+    return []
 
 
 def gunzip(body: bytes, limit: int = MAX_GUNZIPPED_BYTES) -> bytes:
@@ -89,11 +111,14 @@ class JsonInputs:
 
 
 class RestApi:
-    """The handlers; holds the manager and the worker pool."""
+    """The handlers; holds the manager, the readiness callback and the worker pool."""
 
-    def __init__(self, manager: ServableManager, options: RestOptions) -> None:
+    def __init__(
+        self, manager: ServableManager, options: RestOptions, readiness: Readiness = _all_ready
+    ) -> None:
         self.manager = manager
         self.options = options
+        self.readiness = readiness
         self.pool = ThreadPoolExecutor(options.num_threads, thread_name_prefix="rest")
         self._timeout_s = options.timeout_in_ms / 1000 if options.timeout_in_ms > 0 else None
 
@@ -108,6 +133,26 @@ class RestApi:
         response = predict(self.manager, PredictRequest(spec, JsonInputs(parsed)))
         return encode_predict_response(response.outputs, parsed.format)
 
+    def classify(self, route: Route, body: bytes) -> bytes:
+        parsed = parse_examples_body(body)
+        spec = ModelSpec(route.model_name, route.version, route.label, parsed.signature_name)
+        response = classify(
+            self.manager,
+            ClassifyRequest(spec, parsed.examples),
+            method_name_check=self.options.signature_method_name_check,
+        )
+        return encode_classify_response(response.classifications)
+
+    def regress(self, route: Route, body: bytes) -> bytes:
+        parsed = parse_examples_body(body)
+        spec = ModelSpec(route.model_name, route.version, route.label, parsed.signature_name)
+        response = regress(
+            self.manager,
+            RegressRequest(spec, parsed.examples),
+            method_name_check=self.options.signature_method_name_check,
+        )
+        return encode_regress_response(response.regressions)
+
     def status(self, route: Route) -> bytes:
         spec = ModelSpec(route.model_name, route.version, route.label)
         return status_json(get_model_status(self.manager, GetModelStatusRequest(spec)))
@@ -115,6 +160,25 @@ class RestApi:
     def metadata(self, route: Route) -> bytes:
         spec = ModelSpec(route.model_name, route.version, route.label)
         return metadata_json(get_model_metadata(self.manager, GetModelMetadataRequest(spec)))
+
+    def models(self) -> bytes:
+        """Every model the manager knows, with its versions (newest first) and their states."""
+        listed = []
+        for name in self.manager.model_names():
+            request = GetModelStatusRequest(ModelSpec(name))
+            try:
+                listed.append((name, get_model_status(self.manager, request)))
+            except NotFoundError:  # known, but no version yet (or forgotten meanwhile)
+                listed.append((name, GetModelStatusResponse(())))
+        return models_json(listed)
+
+    def probe(self, path: str) -> tuple[bytes, int]:
+        if path == HEALTHZ:
+            return probe_json("alive"), 200
+        not_ready = sorted(self.readiness())
+        if not_ready:
+            return probe_json("not ready", not_ready), 503
+        return probe_json("ready"), 200
 
     # -- HTTP --------------------------------------------------------------------------------
 
@@ -134,21 +198,38 @@ class RestApi:
         route = parse_route(method, path)
         if route.api == "predict":
             return await self._in_pool(self.predict, route, body)
-        if route.api in ("classify", "regress"):
-            raise UnimplementedError(
-                f"The {route.api} API is not implemented by this server yet; "
-                "call :predict on the signature instead"
-            )
+        if route.api == "classify":
+            return await self._in_pool(self.classify, route, body)
+        if route.api == "regress":
+            return await self._in_pool(self.regress, route, body)
         if route.api == "metadata":
             return self.metadata(route)
+        if route.api == "models":
+            return self.models()
         return self.status(route)
+
+    def _probe_response(self, method: str, path: str, headers: dict[str, str]) -> Response:
+        headers.update(_JSON)
+        if method not in _PROBE_METHODS:
+            headers["Allow"] = ", ".join(_PROBE_METHODS)
+            return Response(
+                error_body(f"Method {method} not allowed on {path}"), 405, headers=headers
+            )
+        content, status = self.probe(path)
+        return Response(content, status, headers=headers)
 
     async def handle(self, request: Request) -> Response:
         raw_path = request.scope.get("raw_path") or request.url.path.encode()
         path = raw_path.decode("latin-1")
+        headers = dict(_CORS) if self.options.enable_cors else {}
+        if path in (HEALTHZ, READYZ):
+            try:
+                return self._probe_response(request.method, path, headers)
+            except Exception as err:  # a failing readiness check means not ready, loudly
+                log.exception("Readiness check failed")
+                return Response(error_body(f"{type(err).__name__}: {err}"), 503, headers=headers)
         if not API_PATH.fullmatch(path):
             return Response(_NOT_FOUND_HTML, 404, media_type="text/html")
-        headers = dict(_CORS) if self.options.enable_cors else {}
         if request.method == "OPTIONS":
             ok = _ORIGIN.search(request.headers.get("origin", "")) is not None
             return Response(b"", 200 if ok else 400, headers=headers)
@@ -163,8 +244,12 @@ class RestApi:
         return Response(content, status, headers=headers)
 
 
-def create_app(manager: ServableManager, options: RestOptions | None = None) -> FastAPI:
-    api = RestApi(manager, options or RestOptions())
+def create_app(
+    manager: ServableManager,
+    options: RestOptions | None = None,
+    readiness: Readiness = _all_ready,
+) -> FastAPI:
+    api = RestApi(manager, options or RestOptions(), readiness)
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.router.add_route("/{path:path}", api.handle, methods=_METHODS, include_in_schema=False)
     app.state.rest_api = api

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -76,8 +76,8 @@ def proto_to_dict(message: Message) -> dict[str, Any]:
     return out
 
 
-def status_json(response: GetModelStatusResponse) -> bytes:
-    versions = [
+def _versions(response: GetModelStatusResponse) -> list[dict[str, Any]]:
+    return [
         {
             "version": str(status.version),
             "state": status.state.name,
@@ -85,7 +85,27 @@ def status_json(response: GetModelStatusResponse) -> bytes:
         }
         for status in response.model_version_status
     ]
-    return _dumps({"model_version_status": versions}).encode("utf-8", "surrogateescape")
+
+
+def status_json(response: GetModelStatusResponse) -> bytes:
+    return _dumps({"model_version_status": _versions(response)}).encode("utf-8", "surrogateescape")
+
+
+def models_json(models: Sequence[tuple[str, GetModelStatusResponse]]) -> bytes:
+    """``GET /v1/models`` (not in TensorFlow Serving): per model, its name and what its status
+    request would answer, printed the same way."""
+    listed = [
+        {"name": name, "model_version_status": _versions(response)} for name, response in models
+    ]
+    return _dumps({"models": listed}).encode("utf-8", "surrogateescape")
+
+
+def probe_json(status: str, not_ready: Sequence[str] = ()) -> bytes:
+    """The /healthz and /readyz bodies: ``{"status": ...}``, plus the models not ready yet."""
+    body: dict[str, Any] = {"status": status}
+    if not_ready:
+        body["models_not_ready"] = list(not_ready)
+    return _dumps(body).encode("utf-8", "surrogateescape")
 
 
 def metadata_json(response: GetModelMetadataResponse) -> bytes:

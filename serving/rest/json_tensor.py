@@ -40,7 +40,7 @@ def is_b64_object(value: Any) -> bool:
     return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str)
 
 
-def _b64_decode(value: Any) -> bytes:
+def b64_decode(value: Any) -> bytes:
     if not is_b64_object(value):
         raise InvalidArgumentError(
             f"JSON Value: {debug_string(value)} not formatted correctly for base64 data"
@@ -107,7 +107,7 @@ def fill(value: Any, level: int, shape: list[int], dtype: DataType, out: list[An
         if isinstance(value, dict):
             if dtype != DataType.DT_STRING:
                 raise _type_error(value, dtype)
-            out.append(_b64_decode(value))
+            out.append(b64_decode(value))
         else:
             out.append(_scalar(value, dtype))
         return

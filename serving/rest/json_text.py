@@ -281,6 +281,26 @@ def _parse_error(text: str, err: json.JSONDecodeError) -> InvalidArgumentError:
     return InvalidArgumentError(f"JSON Parse error: {message} at offset: {offset}")
 
 
+# A number literal that might not fit a double: 309+ digits, or an exponent of 100 or more.
+# Cheap to search for; only bodies that have one get the token-by-token check.
+_MAYBE_HUGE = re.compile(r"\d{309}|\d[eE]\+?0*[1-9]\d\d")
+_STRING_OR_NUMBER = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?')
+
+
+def _check_number_sizes(text: str, start: int, end: int) -> None:
+    """rapidjson refuses a number too big for a double (Python would make it inf or a huge
+    int, which no tensor can hold)."""
+    if _MAYBE_HUGE.search(text, start, end) is None:
+        return
+    for match in _STRING_OR_NUMBER.finditer(text, start, end):
+        token = match.group()
+        if token[0] != '"' and math.isinf(float(token)):
+            offset = len(text[: match.start()].encode("utf-8", "surrogateescape"))
+            raise InvalidArgumentError(
+                f"JSON Parse error: Number too big to be stored in double. at offset: {offset}"
+            )
+
+
 def parse_json(body: bytes) -> Any:
     """Parse a request body as TensorFlow Serving does; raises InvalidArgumentError."""
     if not body:
@@ -291,11 +311,17 @@ def parse_json(body: bytes) -> Any:
         offset = len(body)
         raise InvalidArgumentError(f"JSON Parse error: The document is empty. at offset: {offset}")
     try:
-        value, _ = _DECODER.raw_decode(text, start)  # stops once the root value is complete
+        value, end = _DECODER.raw_decode(text, start)  # stops once the root value is complete
     except json.JSONDecodeError as err:
         raise _parse_error(text, err) from None
+    except ValueError:  # an integer literal past Python's digit limit for int()
+        _check_number_sizes(text, start, len(text))
+        raise InvalidArgumentError(
+            "JSON Parse error: Number too big to be stored in double. at offset: 0"
+        ) from None
     except RecursionError:
         raise InvalidArgumentError(
             "JSON Parse error: Terminate parsing due to Handler error. at offset: 0"
         ) from None
+    _check_number_sizes(text, start, end)
     return value

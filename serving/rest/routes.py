@@ -4,7 +4,8 @@ Everything under ``/v1/`` (any case) belongs to the API; what does not parse is 
 ``Malformed request: <METHOD> <path>``. Quirks kept on purpose: the regexes are
 case-insensitive but the verb must then be exactly ``predict``/``classify``/``regress`` and the
 subresource exactly ``metadata`` (``GET .../METADATA`` is a status request); names and labels
-are percent-decoded after matching.
+are percent-decoded after matching. One addition: a bare ``GET /v1/models`` lists the models
+(TensorFlow Serving answers 400 "Missing model name in request." there).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ VERBS = ("classify", "regress", "predict")
 
 @dataclass(frozen=True)
 class Route:
-    api: str  # "predict" | "classify" | "regress" | "status" | "metadata"
+    api: str  # "predict" | "classify" | "regress" | "status" | "metadata" | "models"
     model_name: str
     version: int | None = None
     label: str | None = None
@@ -55,6 +56,8 @@ def parse_route(method: str, path: str) -> Route:
         raise malformed
     name, version, label = match.group(1), match.group(2), match.group(3)
     if not name:
+        if api == "status" and version is None and label is None:
+            return Route("models", "")  # the model list, beyond TensorFlow Serving's API
         raise InvalidArgumentError("Missing model name in request.")
     number = int(version) if version else None
     if number is not None and number >= 2**63:

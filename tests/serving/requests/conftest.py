@@ -5,16 +5,15 @@ from collections.abc import Iterator
 import pytest
 
 from serving.config import ModelConfig
-from serving.model_store import ModelStore, start_up
-from tests.serving.support import FIXTURE_MODELS, HALF_PLUS_TWO
+from serving.core.server_core import ServerCore
+from tests.serving.support import FIXTURE_MODELS, HALF_PLUS_TWO, start_core
 
 
 @pytest.fixture(scope="package")
-def store() -> Iterator[ModelStore]:
+def store() -> Iterator[ServerCore]:
     configs = [
         ModelConfig("half_plus_two", HALF_PLUS_TWO, version_labels={"stable": 123}),
         ModelConfig("custom", FIXTURE_MODELS / "custom_module"),
     ]
-    store = start_up(configs, ("serve",))
-    yield store
-    store.close()
+    with start_core(configs) as core:
+        yield core

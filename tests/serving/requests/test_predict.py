@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from runtime.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
-from serving.model_store import ModelStore
+from serving.core.server_core import ServerCore
 from serving.requests.model_spec import ModelSpec
 from serving.requests.predict import PredictRequest, PredictResponse, predict
 from tests.serving.support import HALF_PLUS_TWO, expected_cases
@@ -14,11 +14,11 @@ from tests.serving.support import HALF_PLUS_TWO, expected_cases
 X = np.array([[1.0], [2.0], [5.0]], dtype=np.float32)
 
 
-def run(store: ModelStore, spec: ModelSpec, inputs: object, **kw: object) -> PredictResponse:
+def run(store: ServerCore, spec: ModelSpec, inputs: object, **kw: object) -> PredictResponse:
     return predict(store, PredictRequest(spec, inputs, **kw))  # type: ignore[arg-type]
 
 
-def test_half_plus_two_matches_tensorflow(store: ModelStore) -> None:
+def test_half_plus_two_matches_tensorflow(store: ServerCore) -> None:
     for (signature, _), case in expected_cases(HALF_PLUS_TWO).items():
         if signature != "serving_default":
             continue
@@ -26,7 +26,7 @@ def test_half_plus_two_matches_tensorflow(store: ModelStore) -> None:
         np.testing.assert_allclose(response.outputs["y"], case["out"]["y"], rtol=1e-5, atol=1e-6)
 
 
-def test_response_names_the_resolved_version_and_signature(store: ModelStore) -> None:
+def test_response_names_the_resolved_version_and_signature(store: ServerCore) -> None:
     response = run(store, ModelSpec("half_plus_two"), {"x": X})
     assert response.model_spec == ModelSpec("half_plus_two", 123, None, "serving_default")
     assert list(response.outputs) == ["y"]
@@ -35,13 +35,13 @@ def test_response_names_the_resolved_version_and_signature(store: ModelStore) ->
         assert run(store, spec, {"x": X}).model_spec.version == 123
 
 
-def test_other_signatures_and_python_lists(store: ModelStore) -> None:
+def test_other_signatures_and_python_lists(store: ServerCore) -> None:
     response = run(store, ModelSpec("half_plus_two", signature_name="regress_x2_to_y3"),
                    {"inputs": [[4.0]]})
     np.testing.assert_allclose(response.outputs["outputs"], [[5.0]])
 
 
-def test_unknown_model_version_and_label(store: ModelStore) -> None:
+def test_unknown_model_version_and_label(store: ServerCore) -> None:
     with pytest.raises(NotFoundError, match=r"^Servable not found for request: Latest\(nope\)$"):
         run(store, ModelSpec("nope"), {"x": X})
     with pytest.raises(NotFoundError) as info:
@@ -53,7 +53,7 @@ def test_unknown_model_version_and_label(store: ModelStore) -> None:
         run(store, ModelSpec(""), {"x": X})
 
 
-def test_unknown_signature_depends_on_the_transport_path(store: ModelStore) -> None:
+def test_unknown_signature_depends_on_the_transport_path(store: ServerCore) -> None:
     spec = ModelSpec("half_plus_two", signature_name="nope")
     with pytest.raises(FailedPreconditionError, match='^Serving signature key "nope" not found.$'):
         run(store, spec, {"x": X})
@@ -62,7 +62,7 @@ def test_unknown_signature_depends_on_the_transport_path(store: ModelStore) -> N
     assert info.value.message == 'Serving signature name: "nope" not found in signature def'
 
 
-def test_decoder_receives_the_signature(store: ModelStore) -> None:
+def test_decoder_receives_the_signature(store: ServerCore) -> None:
     seen = []
 
     def decoder(signature: object) -> dict[str, np.ndarray]:
@@ -73,7 +73,7 @@ def test_decoder_receives_the_signature(store: ModelStore) -> None:
     assert [s.key for s in seen] == ["serving_default"]  # type: ignore[attr-defined]
 
 
-def test_input_name_errors(store: ModelStore) -> None:
+def test_input_name_errors(store: ServerCore) -> None:
     spec = ModelSpec("half_plus_two")
     with pytest.raises(InvalidArgumentError) as info:
         run(store, spec, {"x": X, "z": X})
@@ -96,13 +96,13 @@ def test_input_name_errors(store: ModelStore) -> None:
     )
 
 
-def test_wrong_dtype_is_refused(store: ModelStore) -> None:
+def test_wrong_dtype_is_refused(store: ServerCore) -> None:
     with pytest.raises(InvalidArgumentError) as info:
         run(store, ModelSpec("half_plus_two"), {"x": X.astype(np.float64)})
     assert info.value.message == "Input 'x' expects a tensor of type float but double is provided"
 
 
-def test_output_filter(store: ModelStore) -> None:
+def test_output_filter(store: ServerCore) -> None:
     spec = ModelSpec("custom", signature_name="compute")
     inputs = {"values": np.ones((2, 6), np.float32), "ids": np.array([0, 1], np.int64)}
     full = run(store, spec, inputs)

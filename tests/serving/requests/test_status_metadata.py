@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.errors import Code, InvalidArgumentError, NotFoundError
-from serving.model_store import ModelStore
+from serving.core.server_core import ServerCore
 from serving.requests.metadata import GetModelMetadataRequest, get_model_metadata
 from serving.requests.model_spec import ModelSpec
 from serving.requests.status import (
@@ -16,7 +16,7 @@ from serving.requests.status import (
 from serving.servable import ManagerState
 
 
-def test_status(store: ModelStore) -> None:
+def test_status(store: ServerCore) -> None:
     available = ModelVersionStatus(123, ManagerState.AVAILABLE, Code.OK, "")
     for spec in (ModelSpec("half_plus_two"), ModelSpec("half_plus_two", version=123),
                  ModelSpec("half_plus_two", version_label="whatever")):
@@ -24,7 +24,7 @@ def test_status(store: ModelStore) -> None:
         assert response.model_version_status == (available,)
 
 
-def test_status_errors(store: ModelStore) -> None:
+def test_status_errors(store: ServerCore) -> None:
     with pytest.raises(NotFoundError, match="^Could not find version 7 of model half_plus_two$"):
         get_model_status(store, GetModelStatusRequest(ModelSpec("half_plus_two", version=7)))
     with pytest.raises(NotFoundError, match="^Could not find any versions of model nope$"):
@@ -33,7 +33,7 @@ def test_status_errors(store: ModelStore) -> None:
         get_model_status(store, GetModelStatusRequest(None))
 
 
-def test_metadata(store: ModelStore) -> None:
+def test_metadata(store: ServerCore) -> None:
     response = get_model_metadata(store, GetModelMetadataRequest(ModelSpec("half_plus_two")))
     assert response.model_spec == ModelSpec("half_plus_two", 123)
     assert "serving_default" in response.signature_def
@@ -43,7 +43,7 @@ def test_metadata(store: ModelStore) -> None:
     assert sig.inputs["x"].name == "serving_default_x:0"
 
 
-def test_metadata_errors(store: ModelStore) -> None:
+def test_metadata_errors(store: ServerCore) -> None:
     spec = ModelSpec("half_plus_two")
     with pytest.raises(InvalidArgumentError) as info:
         get_model_metadata(store, GetModelMetadataRequest(spec, ()))

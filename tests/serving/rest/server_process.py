@@ -47,9 +47,22 @@ class ServerProcess:
         self.log.seek(0)
         return self.log.read()
 
+    def _serves(self, model: str | None) -> bool:
+        """Whether ``model`` has an AVAILABLE version (None: whether the process answers)."""
+        try:
+            if model is None:
+                return self.client.get("/healthz").status_code == 200
+            response = self.client.get(f"/v1/models/{model}")
+            states = [v["state"] for v in response.json()["model_version_status"]]
+            return response.status_code == 200 and "AVAILABLE" in states
+        except (httpx.TransportError, KeyError, ValueError):
+            return False
+
     def _wait_until_available(self, models: list[str]) -> None:
+        """Until every model in ``models`` is AVAILABLE, or with none, until the REST API
+        answers."""
         deadline = time.monotonic() + START_DEADLINE_S
-        pending = list(models)
+        pending: list[str | None] = list(models) or [None]
         while pending:
             if self.process.poll() is not None:
                 raise RuntimeError(
@@ -57,14 +70,9 @@ class ServerProcess:
                 )
             if time.monotonic() > deadline:
                 raise TimeoutError(f"graphserve did not serve {pending}:\n{self.output()}")
-            try:
-                response = self.client.get(f"/v1/models/{pending[0]}")
-                states = [v["state"] for v in response.json()["model_version_status"]]
-                if response.status_code == 200 and "AVAILABLE" in states:
-                    pending.pop(0)
-                    continue
-            except (httpx.TransportError, KeyError, ValueError):
-                pass
+            if self._serves(pending[0]):
+                pending.pop(0)
+                continue
             try:  # the poll interval; returns at once if the server exits
                 self.process.wait(timeout=0.2)
             except subprocess.TimeoutExpired:

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from runtime.errors import DeadlineExceededError
-from serving.model_store import ModelStore
+from serving.core.server_core import CoreOptions, ServerCore
 from serving.rest.app import RestApi, RestOptions, gunzip
 
 
@@ -20,7 +20,8 @@ def test_gunzip() -> None:
 
 
 def test_a_run_past_the_deadline_answers_deadline_exceeded() -> None:
-    api = RestApi(ModelStore(), RestOptions(num_threads=1, timeout_in_ms=1))
+    core = ServerCore(CoreOptions())
+    api = RestApi(core, RestOptions(num_threads=1, timeout_in_ms=1))
     release = threading.Event()
 
     def stuck() -> bytes:
@@ -33,3 +34,4 @@ def test_a_run_past_the_deadline_answers_deadline_exceeded() -> None:
     finally:
         release.set()
         api.close()
+        core.close()

@@ -1,8 +1,10 @@
-"""Server process behaviour: CORS headers, graceful shutdown, start-up failures."""
+"""Server process behaviour: CORS headers, graceful shutdown, start-up with missing or invalid
+models."""
 
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from tests.serving.rest.server_process import GRAPHSERVE, ServerProcess
 from tests.serving.support import HALF_PLUS_TWO
@@ -33,12 +35,27 @@ def test_cors_headers_and_graceful_shutdown() -> None:
         in server.output()
 
 
-def test_a_model_that_fails_to_load_stops_start_up(tmp_path: object) -> None:
+def test_a_missing_base_path_serves_but_is_not_ready(tmp_path: Path) -> None:
+    server = ServerProcess(["--model_name=m", f"--model_base_path={tmp_path}/missing"], [])
+    try:
+        assert server.client.get("/healthz").json() == {"status": "alive"}
+        ready = server.client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json() == {"status": "not ready", "models_not_ready": ["m"]}
+        response = server.client.post("/v1/models/m:predict", json={"instances": [[1.0]]})
+        assert response.status_code == 404
+        assert response.json() == {"error": "Servable not found for request: Latest(m)"}
+    finally:
+        assert server.stop() == 0, server.output()
+
+
+def test_an_invalid_model_config_stops_start_up(tmp_path: Path) -> None:
+    config = tmp_path / "models.config"
+    config.write_text("model_config_list { config { name: ")
     result = subprocess.run(
-        [str(GRAPHSERVE), "--rest_api_port=0", "--model_name=m",
-         f"--model_base_path={tmp_path}/missing"],
+        [str(GRAPHSERVE), "--rest_api_port=0", f"--model_config_file={config}"],
         capture_output=True, text=True, timeout=120, check=False,
     )
     assert result.returncode == 255
-    assert "Failed to start server. Error: INVALID_ARGUMENT: Could not find base path" \
+    assert "Failed to start server. Error: INVALID_ARGUMENT: Invalid ModelServerConfig" \
         in result.stdout

@@ -50,9 +50,22 @@ def test_malformed_requests(method: str, path: str) -> None:
     assert info.value.message == f"Malformed request: {method} {path}"
 
 
-def test_missing_model_name() -> None:
+def test_bare_models_path_lists_models() -> None:
+    assert parse_route("GET", "/v1/models") == Route("models", "")
+    assert parse_route("GET", "/V1/Models") == Route("models", "")
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/models/versions/3", "/v1/models/labels/l", "/v1/models/versions/3/metadata"]
+)
+def test_missing_model_name(path: str) -> None:
     with pytest.raises(InvalidArgumentError, match=r"^Missing model name in request\.$"):
-        parse_route("GET", "/v1/models")
+        parse_route("GET", path)
+
+
+def test_models_path_takes_only_get() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"^Malformed request: POST /v1/models$"):
+        parse_route("POST", "/v1/models")
 
 
 def test_version_beyond_int64() -> None:
