@@ -2,10 +2,12 @@
 
     .venv/bin/python bench/swap_latency.py [--rounds N] [--settle S] [--poll S]
 
-Runs the real daemon twice on an empty base path: once with file-system events (watchdog) and
-polling, once with polling only. Each round renames a complete version directory into place
-(version k answers y = 0.5x + 2 or + 3 alternately, so the answer tells which version served)
-and predicts in a tight loop until the new version answers. Prints a table; never pass/fail.
+Runs the real daemon on a base path and swaps versions in three ways: renamed into place with
+file-system events (watchdog) and polling, the same with polling only, and copied in plainly
+(fresh mtimes, so the version must first stay quiet for the settle time) with events. Version k
+answers y = 0.5x + 2 or + 3 alternately, so the answer tells which version served; the clock
+starts when the complete directory is in place and stops at the first predict the new version
+answers. Prints a table; never pass/fail.
 """
 
 from __future__ import annotations
@@ -43,7 +45,11 @@ def first_answer_ms(client: httpx.Client, expected: float, started: float) -> fl
             raise TimeoutError("the new version never answered")
 
 
-def run_mode(watch: bool, rounds: int, settle: float, poll: float) -> list[float]:
+def copy_plainly(source: Path, target: Path) -> None:
+    shutil.copytree(source, target, copy_function=shutil.copyfile)
+
+
+def run_mode(watch: bool, atomic: bool, rounds: int, settle: float, poll: float) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / MODEL
         base.mkdir()
@@ -60,8 +66,12 @@ def run_mode(watch: bool, rounds: int, settle: float, poll: float) -> list[float
             for version in range(2, rounds + 2):
                 expected = 3.5 if version % 2 == 0 else 2.5
                 time.sleep(0.5)  # let the previous swap finish unloading
-                started = time.perf_counter()
-                copy_atomically(SOURCES[expected], base / str(version))
+                if atomic:
+                    started = time.perf_counter()
+                    copy_atomically(SOURCES[expected], base / str(version))
+                else:
+                    copy_plainly(SOURCES[expected], base / str(version))
+                    started = time.perf_counter()
                 times.append(first_answer_ms(server.client, expected, started))
                 shutil.rmtree(base / str(version - 1))
             return times
@@ -77,10 +87,15 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     print(f"model half_plus_two/half_plus_three, settle {args.settle:g} s, "
           f"poll every {args.poll:g} s, {args.rounds} swaps per mode")
-    print(f"{'mode':<22} {'median ms':>10} {'min ms':>8} {'max ms':>8}")
-    for watch, label in ((True, "watchdog + polling"), (False, "polling only")):
-        times = run_mode(watch, args.rounds, args.settle, args.poll)
-        print(f"{label:<22} {statistics.median(times):>10.0f} {min(times):>8.0f} "
+    print(f"{'mode':<34} {'median ms':>10} {'min ms':>8} {'max ms':>8}")
+    modes = (
+        (True, True, "renamed in, watchdog + polling"),
+        (False, True, "renamed in, polling only"),
+        (True, False, "copied in, watchdog + polling"),
+    )
+    for watch, atomic, label in modes:
+        times = run_mode(watch, atomic, args.rounds, args.settle, args.poll)
+        print(f"{label:<34} {statistics.median(times):>10.0f} {min(times):>8.0f} "
               f"{max(times):>8.0f}")
 
 
