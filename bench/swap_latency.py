@@ -25,12 +25,12 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.serving.e2e.support import (  # noqa: E402
+from tests.serving.e2e.support import (
     HALF_PLUS_THREE_V,
     HALF_PLUS_TWO_V,
     copy_atomically,
 )
-from tests.serving.rest.server_process import ServerProcess  # noqa: E402
+from tests.serving.rest.server_process import ServerProcess
 
 MODEL = "m"
 SOURCES = {2.5: HALF_PLUS_TWO_V, 3.5: HALF_PLUS_THREE_V}  # answer for x = 1 -> version dir

@@ -10,6 +10,7 @@ import shutil
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import Self
 
 import httpx
 
@@ -61,7 +62,7 @@ class Traffic:
         with self._lock:
             return sum(self.answers.values()) + len(self.failures)
 
-    def __enter__(self) -> Traffic:
+    def __enter__(self) -> Self:
         for thread in self._threads:
             thread.start()
         return self
