@@ -10,12 +10,16 @@ body is a sequence of kernel calls over local variables::
         return [t1]
 
 Kernels and constants are closure cells (no dict lookups per op); a tensor is released after its
-last use. When a kernel fails, the traceback's line number in the generated code names the node.
+last use. Identity-like nodes are aliases (no call), constants nothing reads produce no code, and a
+kernel factory may bake constant inputs into its function (``NodeContext.constant_input``), which
+the plan then does not pass. When a kernel fails, the traceback's line number in the generated code
+names the node.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +36,11 @@ from runtime.kernels.registry import CPU, KernelError
 
 # Ops whose work is done by the plan itself.
 _NO_CODE_OPS = frozenset({"NoOp"})
+# Ops whose output port i is their input i: the plan reads the input instead (tensors are never
+# modified in place, so forwarding is what their kernels do too).
+_ALIAS_OPS = frozenset(
+    {"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient", "PlaceholderWithDefault"}
+)
 
 _plan_counter = itertools.count()
 
@@ -132,6 +141,35 @@ def _dtype_name(dtype: np.dtype) -> str:
         return str(dtype)
 
 
+def _feed_predicates(
+    checks: Sequence[FeedCheck],
+) -> tuple[Callable[..., bool], Callable[..., bool]]:
+    """Generated functions telling whether feeds need no conversion: each an ndarray of exactly
+    the expected dtype object and (for the first function) a matching shape. Anything they do
+    not vouch for takes ``FeedCheck.convert``'s full path."""
+    names = [f"f{i}" for i in range(len(checks))]
+    env: dict[str, Any] = {"_nd": np.ndarray}
+    typed: list[str] = []
+    shaped: list[str] = []
+    for i, (name, check) in enumerate(zip(names, checks)):
+        terms = [f"type({name}) is _nd"]
+        if check.dtype is not None:
+            env[f"_d{i}"] = check.dtype
+            terms.append(f"{name}.dtype is _d{i}")
+        typed += terms
+        shaped += terms
+        if check.shape is not None:
+            shaped.append(f"{name}.ndim == {len(check.shape)}")
+            shaped += [f"{name}.shape[{a}] == {d}" for a, d in enumerate(check.shape) if d >= 0]
+    params = ", ".join(names)
+    source = (
+        f"def _ready({params}):\n    return {' and '.join(shaped) or 'True'}\n"
+        f"def _ready_any_shape({params}):\n    return {' and '.join(typed) or 'True'}\n"
+    )
+    exec(compile(source, "<feed-checks>", "exec"), env)  # noqa: S102 - our own generated code
+    return env["_ready"], env["_ready_any_shape"]
+
+
 def feed_check(graph: Graph, ref: TensorRef) -> FeedCheck:
     node = graph.node(ref.node)
     if node.op in ("Placeholder", "PlaceholderWithDefault") and ref.port == 0:
@@ -157,12 +195,22 @@ class Plan:
         self._line_nodes = line_nodes
         self.feed_checks = feed_checks
         self.source = source
+        self._ready, self._ready_any_shape = _feed_predicates(feed_checks)
 
     def __call__(self, *feeds: Any) -> list[Any]:
         return self.run(feeds)
 
     def run(self, feeds: Sequence[Any], check_shapes: bool = True) -> list[Any]:
         """Convert and check the feeds (dtype always; shape unless told not to), then run."""
+        # Fast path: every feed already an ndarray of the placeholder's dtype (and shape).
+        if len(feeds) == len(self.feed_checks) and (
+            self._ready(*feeds) if check_shapes else self._ready_any_shape(*feeds)
+        ):
+            try:
+                with np.errstate(all="ignore"):
+                    return self._fn(*feeds)
+            except Exception as err:
+                raise self._annotate(err, sys.exc_info()[2]) from err
         if len(feeds) != len(self.feed_checks):
             raise InvalidArgumentError(
                 f"plan takes {len(self.feed_checks)} feeds, {len(feeds)} given"
@@ -229,6 +277,20 @@ def compile_plan(
             )
     order = topological_order(graph, needed_nodes(graph, fetches, targets, fed), fed)
 
+    # Identity-like outputs resolve to the tensor they forward (following chains).
+    alias: dict[TensorRef, TensorRef] = {}
+    forwarders: set[str] = set()  # nodes that are nothing but aliases: no code
+    for node in order:
+        if node.op in _ALIAS_OPS and len(node.inputs) == graph.num_outputs(node):
+            forwarders.add(node.name)
+            for port, ref in enumerate(node.inputs):
+                out = TensorRef(node.name, port)
+                if out not in fed:  # a fed output is the fed value, not the input
+                    alias[out] = alias.get(ref, ref)
+
+    def resolve(ref: TensorRef) -> TensorRef:
+        return alias.get(ref, ref)
+
     symbols: dict[TensorRef, str] = {ref: f"f{i}" for i, ref in enumerate(feeds)}
     cells: dict[str, Any] = {}  # closure name -> kernel or constant
     lines: list[tuple[str, Node | None]] = []
@@ -236,23 +298,26 @@ def compile_plan(
     # Last statement index at which each tensor is read, to release it afterwards.
     last_use: dict[TensorRef, int] = {}
     for index, node in enumerate(order):
+        if node.name in forwarders:
+            continue
         for ref in node.inputs:
-            last_use[ref] = index
-    fetched = set(fetches)
+            last_use[resolve(ref)] = index
+    fetched = {resolve(ref) for ref in fetches}
     used_ports: dict[str, set[int]] = {}
-    for ref in list(last_use) + list(fetches):
+    for ref in list(last_use) + list(fetched):
         used_ports.setdefault(ref.node, set()).add(ref.port)
 
     for index, node in enumerate(order):
-        if node.op in _NO_CODE_OPS:
+        if node.op in _NO_CODE_OPS or node.name in forwarders:
             continue
-        args = ", ".join(symbols[ref] for ref in node.inputs)
         ports = sorted(used_ports.get(node.name, ()))
-        if node.op == "Const" and ports == [0] and not node.inputs:
-            name = f"c{index}"
-            cells[name] = node.attrs["value"]
-            symbols[TensorRef(node.name, 0)] = name
-            continue
+        if node.op == "Const" and not node.inputs:
+            if ports == [0]:
+                name = f"c{index}"
+                cells[name] = node.attrs["value"]
+                symbols[TensorRef(node.name, 0)] = name
+            continue  # a constant nothing reads has nothing to do
+        inputs = [resolve(ref) for ref in node.inputs]
         factory = KERNELS.lookup(node.op, device)
         if factory is None:
             raise errors.NotFoundError(
@@ -260,8 +325,19 @@ def compile_plan(
                 node=node.name,
                 op=node.op,
             )
+        constants = {
+            i: cells[symbols[ref]]
+            for i, ref in enumerate(inputs)
+            if symbols[ref].startswith("c")
+        }
         ctx = NodeContext(
-            node.name, node.op, node.attrs, graph.num_outputs(node), device, resources
+            node.name,
+            node.op,
+            node.attrs,
+            graph.num_outputs(node),
+            device,
+            resources,
+            constant_inputs=constants,
         )
         try:
             cells[f"k{index}"] = factory(ctx)
@@ -273,6 +349,8 @@ def compile_plan(
                 node=node.name,
                 op=node.op,
             ) from err
+        baked = set(ctx.baked_inputs)
+        args = ", ".join(symbols[ref] for i, ref in enumerate(inputs) if i not in baked)
         call = f"k{index}({args})"
         if not ports:
             statement = call
@@ -288,7 +366,7 @@ def compile_plan(
             statement = "; ".join(parts)
         dead = [
             symbols[ref]
-            for ref in dict.fromkeys(node.inputs)
+            for ref in dict.fromkeys(inputs)
             if last_use.get(ref) == index
             and ref not in fetched
             and ref not in fed
@@ -299,15 +377,17 @@ def compile_plan(
         lines.append((statement, node))
 
     params = ", ".join(symbols[ref] for ref in feeds)
-    results = ", ".join(symbols[ref] for ref in fetches)
+    results = ", ".join(symbols[resolve(ref)] for ref in fetches)
     filename = f"<plan-{next(_plan_counter)}>"
-    cell_names = list(cells)
+    # Constants that every reader baked in are not needed by the generated code at all.
+    referenced = set(re.findall(r"\b[ck]\d+\b", " ".join(st for st, _ in lines) + results))
+    cell_names = [name for name in cells if name in referenced]
     source_lines = [f"def _make({', '.join(cell_names)}):", f"    def _plan({params}):"]
     line_nodes: dict[int, Node] = {}
-    for statement, node in lines:
+    for statement, line_node in lines:
         source_lines.append(f"        {statement}")
-        if node is not None:
-            line_nodes[len(source_lines)] = node
+        if line_node is not None:
+            line_nodes[len(source_lines)] = line_node
     source_lines += [f"        return [{results}]", "    return _plan"]
     source = "\n".join(source_lines) + "\n"
     namespace: dict[str, Any] = {}

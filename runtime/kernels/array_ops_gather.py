@@ -98,11 +98,13 @@ def _gather_v2(params: np.ndarray, indices: np.ndarray, axis: int, batch_dims: i
 
 
 @kernel("GatherV2")
-def gather_v2(node: NodeContext) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+def gather_v2(node: NodeContext) -> Callable[..., np.ndarray]:
     batch_dims = int(node.attr("batch_dims"))
 
     def gather(params: np.ndarray, indices: np.ndarray, axis: np.ndarray) -> np.ndarray:
-        a = scalar_int(axis, "axis")
+        return gather_on(params, indices, scalar_int(axis, "axis"))
+
+    def gather_on(params: np.ndarray, indices: np.ndarray, a: int) -> np.ndarray:
         if batch_dims == 0:
             try:
                 return _take(params, indices, a)
@@ -110,6 +112,35 @@ def gather_v2(node: NodeContext) -> Callable[[np.ndarray, np.ndarray, np.ndarray
                 pass  # the slow path below says what is wrong, as TensorFlow does
         return _gather_v2(params, indices, a, batch_dims)
 
+    axis = node.constant_input(2)
+    if isinstance(axis, np.ndarray) and axis.size == 1 and axis.dtype.kind in "iu":
+        a = scalar_int(axis, "axis")
+        return node.bake(lambda params, indices: gather_on(params, indices, a), 2)
+    return gather
+
+
+@kernel("_GatherWrapNegative")
+def gather_wrap_negative(node: NodeContext) -> Callable[..., np.ndarray]:
+    """GatherV2 (batch_dims 0) after ``indices < 0 ? indices + n : indices``, n the size of the
+    gathered axis: numpy's own take, whose indices may be negative that way."""
+
+    def gather(params: np.ndarray, indices: np.ndarray, axis: np.ndarray) -> np.ndarray:
+        return gather_on(params, indices, scalar_int(axis, "axis"))
+
+    def gather_on(params: np.ndarray, indices: np.ndarray, a: int) -> np.ndarray:
+        if indices.dtype.kind in "iu":
+            try:
+                return np.take(params, indices, axis=a, mode="raise")
+            except (IndexError, ValueError):
+                pass
+        n = params.shape[normalize_axis(a, params.ndim)]
+        wrapped = np.where(indices < 0, indices + indices.dtype.type(n), indices)
+        return _gather_v2(params, wrapped, a, 0)  # reports what is wrong, as GatherV2 would
+
+    axis = node.constant_input(2)
+    if isinstance(axis, np.ndarray) and axis.size == 1 and axis.dtype.kind in "iu":
+        a = scalar_int(axis, "axis")
+        return node.bake(lambda params, indices: gather_on(params, indices, a), 2)
     return gather
 
 

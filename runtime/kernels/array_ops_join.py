@@ -57,6 +57,11 @@ def concat_v2(node: NodeContext) -> Callable[..., np.ndarray]:
     def concat(*args: np.ndarray) -> np.ndarray:
         return _concat(args[:-1], scalar_int(args[-1], "axis"))
 
+    last = int(node.attr("N", 0))
+    axis = node.constant_input(last) if last >= 1 else None
+    if isinstance(axis, np.ndarray) and axis.size == 1 and axis.dtype.kind in "iu":
+        a = scalar_int(axis, "axis")
+        return node.bake(lambda *values: _concat(values, a), last)
     return concat
 
 

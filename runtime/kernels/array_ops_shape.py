@@ -60,12 +60,59 @@ def _reshape_dims(x: np.ndarray, sizes: list[int]) -> list[int]:
 
 
 @kernel("Reshape")
-def reshape(node: NodeContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def reshape(node: NodeContext) -> Callable[..., np.ndarray]:
     def reshape_(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
         if shape.ndim > 1:
             raise InvalidArgumentError(f"sizes input must be 1-D, not {shape_str(shape.shape)}")
         sizes = shape.tolist() if shape.ndim else [int(shape)]
         if min(sizes, default=0) >= -1:  # numpy would take any negative size as "infer"
+            try:
+                return x.reshape(sizes)
+            except ValueError:
+                pass
+        return x.reshape(_reshape_dims(x, sizes))
+
+    shape = node.constant_input(1)
+    if isinstance(shape, np.ndarray) and shape.ndim <= 1 and shape.dtype.kind in "iu":
+        fixed = tuple(shape.reshape(-1).tolist())
+        if min(fixed, default=0) >= -1:
+
+            def constant_reshape(x: np.ndarray) -> np.ndarray:
+                try:
+                    return x.reshape(fixed)
+                except ValueError:
+                    return x.reshape(_reshape_dims(x, list(fixed)))
+
+            return node.bake(constant_reshape, 1)
+    return reshape_
+
+
+@kernel("_ReshapeByTemplate")
+def reshape_by_template(node: NodeContext) -> Callable[[np.ndarray], np.ndarray]:
+    """Reshape to ``[coeff * prod(x.shape[axes]) for coeff, axes in template]`` (see
+    ``runtime.optimize.reshape``), with Reshape's rules for -1 and its errors."""
+    template = tuple((int(c), tuple(int(a) for a in axes)) for c, axes in node.attr("template"))
+    simple = all(len(axes) <= 1 and (c == 1 or not axes) for c, axes in template)
+    # (True, axis) takes a dim of x; (False, size) is a constant.
+    picks = tuple((True, axes[0]) if axes else (False, c) for c, axes in template)
+
+    def sizes_of(x: np.ndarray) -> list[int]:
+        shape = x.shape
+        try:
+            if simple:
+                return [shape[v] if is_dim else v for is_dim, v in picks]
+            return [
+                c * int(np.prod([shape[a] for a in axes], dtype=np.int64)) for c, axes in template
+            ]
+        except IndexError:
+            raise InvalidArgumentError(
+                f"the target shape uses dims {[axes for _, axes in template]} of the input, "
+                f"which has shape {shape_str(shape)}"
+            ) from None
+
+    def reshape_(x: np.ndarray) -> np.ndarray:
+        sizes = sizes_of(x)
+        if min(sizes, default=0) >= -1:
             try:
                 return x.reshape(sizes)
             except ValueError:
@@ -104,21 +151,28 @@ def squeeze(node: NodeContext) -> Callable[[np.ndarray], np.ndarray]:
 
 
 @kernel("ExpandDims")
-def expand_dims(node: NodeContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def expand_dims(node: NodeContext) -> Callable[..., np.ndarray]:
     def expand(x: np.ndarray, dim: np.ndarray) -> np.ndarray:
         if dim.size != 1:
             raise InvalidArgumentError("'dim' must be a tensor with a single value")
-        d = int(dim.reshape(-1)[0])
-        rank = x.ndim
-        if not -rank - 1 <= d <= rank:
-            raise InvalidArgumentError(
-                f"Tried to expand dim index {d} for tensor with {rank} dimensions."
-            )
-        if d < 0:
-            d += rank + 1
-        return x.reshape(x.shape[:d] + (1,) + x.shape[d:])
+        return _expand(x, int(dim.reshape(-1)[0]))
 
+    dim = node.constant_input(1)
+    if isinstance(dim, np.ndarray) and dim.size == 1:
+        d = int(dim.reshape(-1)[0])
+        return node.bake(lambda x: _expand(x, d), 1)
     return expand
+
+
+def _expand(x: np.ndarray, d: int) -> np.ndarray:
+    rank = x.ndim
+    if not -rank - 1 <= d <= rank:
+        raise InvalidArgumentError(
+            f"Tried to expand dim index {d} for tensor with {rank} dimensions."
+        )
+    if d < 0:
+        d += rank + 1
+    return x.reshape(x.shape[:d] + (1,) + x.shape[d:])
 
 
 def _check_perm(x: np.ndarray, perm: list[int]) -> None:
@@ -139,7 +193,7 @@ def _check_perm(x: np.ndarray, perm: list[int]) -> None:
 
 
 @kernel("Transpose")
-def transpose(node: NodeContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def transpose(node: NodeContext) -> Callable[..., np.ndarray]:
     def transpose_(x: np.ndarray, perm: np.ndarray) -> np.ndarray:
         axes = perm.tolist()
         try:
@@ -148,6 +202,20 @@ def transpose(node: NodeContext) -> Callable[[np.ndarray, np.ndarray], np.ndarra
             _check_perm(x, int_vector(perm, "perm"))
             raise InvalidArgumentError(f"invalid permutation {axes}: {err}") from None
 
+    perm = node.constant_input(1)
+    if isinstance(perm, np.ndarray) and perm.ndim == 1 and perm.dtype.kind in "iu":
+        fixed = perm
+        axes = tuple(perm.tolist())
+
+        def constant_transpose(x: np.ndarray) -> np.ndarray:
+            if x.ndim != len(axes):
+                return transpose_(x, fixed)
+            try:
+                return x.transpose(axes)
+            except ValueError:
+                return transpose_(x, fixed)
+
+        return node.bake(constant_transpose, 1)
     return transpose_
 
 

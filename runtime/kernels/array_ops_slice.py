@@ -124,6 +124,19 @@ def strided_slice(node: NodeContext) -> Callable[..., np.ndarray]:
         _check_spec_shapes(begin, end, strides)
         return strided_slice_key(rank, begin.tolist(), end.tolist(), strides.tolist(), *masks)
 
+    def index(x: np.ndarray, found: tuple[SliceKey, list[tuple[int, int]]]) -> np.ndarray:
+        try:
+            out: np.ndarray = x[found[0]]
+            return out
+        except IndexError:
+            for dim, i in found[1]:
+                if not -x.shape[dim] <= i < x.shape[dim]:
+                    fwd = i + x.shape[dim] if i < 0 else i
+                    raise InvalidArgumentError(
+                        f"slice index {fwd} of dimension {dim} out of bounds."
+                    ) from None
+            raise
+
     def slice_(
         x: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray
     ) -> np.ndarray:
@@ -134,18 +147,20 @@ def strided_slice(node: NodeContext) -> Callable[..., np.ndarray]:
             if len(cache) >= _CACHE_LIMIT:
                 cache.clear()
             cache[spec] = found
-        try:
-            out: np.ndarray = x[found[0]]
-            return out
-        except IndexError:
-            for dim, index in found[1]:
-                if not -x.shape[dim] <= index < x.shape[dim]:
-                    fwd = index + x.shape[dim] if index < 0 else index
-                    raise InvalidArgumentError(
-                        f"slice index {fwd} of dimension {dim} out of bounds."
-                    ) from None
-            raise
+        return index(x, found)
 
+    spec = [node.constant_input(i) for i in (1, 2, 3)]
+    if all(isinstance(v, np.ndarray) for v in spec):
+        begin, end, strides = spec
+        by_rank: dict[int, tuple[SliceKey, list[tuple[int, int]]]] = {}
+
+        def constant_slice(x: np.ndarray) -> np.ndarray:
+            found = by_rank.get(x.ndim)
+            if found is None:
+                found = by_rank.setdefault(x.ndim, compile_key(x.ndim, begin, end, strides))
+            return index(x, found)
+
+        return node.bake(constant_slice, 1, 2, 3)
     return slice_
 
 

@@ -10,8 +10,15 @@ function", Math. Comp. 23, 1969), evaluated in float64 on three intervals of |x|
 
 which is accurate to about 1e-16 relative in float64. That takes some hundred numpy calls, so
 ``erf`` of float32 (and of half and bfloat16, through float32) uses one rational function instead,
-evaluated in float32: within 7 ulp of the true value. ``erfc`` always goes through float64, since its
-tails need relative accuracy that ``1 - erf`` cannot give.
+evaluated in float32: within 7 ulp of the true value.
+
+``erfc`` of float32 needs relative accuracy in its tail, which ``1 - erf`` cannot give. It is
+written as ``erfc(a) = t * exp(-a*a + s * Q(v))`` for ``a = |x|``, with ``t = 1 / (1 + p*a)``,
+``s = 1 - t`` and ``v = 1 - 2*s``, and ``erfc(-a) = 2 - erfc(a)``; ``Q`` is a polynomial of degree
+8 in ``v``, a weighted least-squares fit (Lawson reweighting towards minimax) of the exponent over
+``0 <= a <= 10.1``, whose own error is below 1.5e-8. ``a*a`` is split as ``h*h + (a-h)*(a+h)`` with
+``h`` holding ``a``'s top 12 bits, so that ``exp(-h*h)`` sees an exact argument. All of it runs in
+float32 (about forty numpy calls, no masks): within 7 ulp of the true value.
 """
 
 from __future__ import annotations
@@ -94,6 +101,30 @@ _F32_Q = (
 )
 _F32_CLAMP = 4.0
 _BLOCK = 1 << 15  # elements per pass of the float32 path: keeps its temporaries in cache
+
+# erfc of float32: t = 1 / (1 + _ERFC_P * a) and the exponent's polynomial Q(v), constant term
+# first (see the module docstring).
+_ERFC_P = np.float32(0.46)
+_ERFC_Q = tuple(
+    np.float32(c)
+    for c in (
+        -1.4845898630411438,
+        -0.06666404559795305,
+        0.0965015191919663,
+        0.017951382545400386,
+        -0.01573732189030924,
+        -0.004021925300413783,
+        0.0035585280146349456,
+        0.0007104597108231451,
+        -0.0007093689600449375,
+    )
+)
+_ERFC_CLAMP = np.float32(16.0)  # erfc(16) is 0 in float32; keeps inf out of the arithmetic
+_HIGH_12_BITS = np.int32(-4096)  # float32 bit mask keeping sign, exponent and 12 mantissa bits
+_ONE32 = np.float32(1.0)
+_ABS_BITS = np.int32(0x7FFFFFFF)
+_SIGN_BIT = np.int32(-0x80000000)
+_ONE_BITS = np.float32(1.0).view(np.int32)
 
 
 def _poly(coeffs: tuple[float, ...], t: np.ndarray) -> np.ndarray:
@@ -193,9 +224,48 @@ def erf(x: np.ndarray) -> np.ndarray:
     return out.reshape(x.shape).astype(x.dtype, copy=False)
 
 
+def _erfc_float32(x: np.ndarray) -> np.ndarray:
+    """erfc of a 1-D float32 array (see the module docstring for the method)."""
+    bits = x.view(np.int32)
+    a = (bits & _ABS_BITS).view(np.float32)  # |x|, NaN kept
+    np.minimum(a, _ERFC_CLAMP, out=a)
+    s = a * _ERFC_P
+    den = s + _ONE32  # 1 / t
+    s /= den
+    v = s * np.float32(-2.0)
+    v += _ONE32
+    acc = v * _ERFC_Q[-1]
+    acc += _ERFC_Q[-2]
+    for c in _ERFC_Q[-3::-1]:
+        acc *= v
+        acc += c
+    acc *= s
+    h = (a.view(np.int32) & _HIGH_12_BITS).view(np.float32)
+    low = a - h
+    a += h
+    a *= low  # a*a - h*h, exactly enough
+    acc -= a
+    np.exp(acc, out=acc)
+    np.multiply(h, h, out=h)
+    np.negative(h, out=h)
+    np.exp(h, out=h)
+    acc *= h
+    acc /= den
+    # Negative x: 2 - erfc(|x|), as sign * r + (1 - sign) with sign = -1 (one rounding).
+    sign = ((bits & _SIGN_BIT) | _ONE_BITS).view(np.float32)  # copysign(1, x)
+    acc *= sign
+    sign -= _ONE32
+    acc -= sign
+    return acc
+
+
 def erfc(x: np.ndarray) -> np.ndarray:
     """Element-wise complementary error function; keeps the input's float dtype."""
     x = np.asarray(x)
+    if x.dtype == np.float32:
+        return _erfc_float32(x.reshape(-1)).reshape(x.shape)
+    if x.dtype != np.float64:
+        return _erfc_float32(x.astype(np.float32).reshape(-1)).reshape(x.shape).astype(x.dtype)
     flat = _as_float64(x)
     y = np.abs(flat)
     small = ~(y > _SMALL)
@@ -206,4 +276,4 @@ def erfc(x: np.ndarray) -> np.ndarray:
         xb = flat[big]
         tail = _erfc_large(np.abs(xb))
         out[big] = np.where(xb < 0, 2.0 - tail, tail)
-    return out.reshape(x.shape).astype(x.dtype, copy=False)
+    return out.reshape(x.shape)

@@ -16,8 +16,15 @@ import ml_dtypes
 import numpy as np
 
 from runtime.errors import InvalidArgumentError, UnimplementedError
-from runtime.kernels.math_ops_common import FLOAT32, Kernel, Tensor, float_kernel, type_attr
-from runtime.kernels.math_ops_special import erf
+from runtime.kernels.math_ops_common import (
+    FLOAT32,
+    Kernel,
+    Tensor,
+    float_kernel,
+    reduce_last_axis,
+    type_attr,
+)
+from runtime.kernels.math_ops_special import erfc
 from runtime.kernels.nn_ops_common import LOW_FLOATS
 from runtime.kernels.registry import NodeContext, kernel
 
@@ -137,11 +144,20 @@ def _softmax(logits: np.ndarray) -> Tensor:
     if logits.ndim < 1 or logits.size == 0:
         _check_logits(logits)
         return logits.copy()
-    x = logits.astype(FLOAT32) if logits.dtype in LOW_FLOATS else logits
-    e = x - x.max(axis=-1, keepdims=True)
-    np.exp(e, out=e)
-    e /= e.sum(axis=-1, keepdims=True)
-    return e.astype(logits.dtype, copy=False)
+    dtype = logits.dtype
+    x = logits.astype(FLOAT32) if dtype in LOW_FLOATS else logits
+    if x.size < _MANY_SHORT_ROWS:
+        e = x - np.maximum.reduce(x, axis=-1, keepdims=True)
+        np.exp(e, out=e)
+        e /= np.add.reduce(e, axis=-1, keepdims=True)
+    else:
+        e = x - reduce_last_axis(np.maximum, x)[..., None]
+        np.exp(e, out=e)
+        e /= reduce_last_axis(np.add, e)[..., None]
+    return e if e.dtype == dtype else e.astype(dtype)
+
+
+_MANY_SHORT_ROWS = 512  # below this many elements, numpy's own reductions are cheapest
 
 
 def _log_softmax(logits: np.ndarray) -> Tensor:
@@ -149,8 +165,8 @@ def _log_softmax(logits: np.ndarray) -> Tensor:
         _check_logits(logits)
         return logits.copy()
     x = logits.astype(FLOAT32) if logits.dtype in LOW_FLOATS else logits
-    shifted = x - x.max(axis=-1, keepdims=True)
-    shifted -= np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    shifted = x - reduce_last_axis(np.maximum, x)[..., None]
+    shifted -= np.log(reduce_last_axis(np.add, np.exp(shifted)))[..., None]
     return shifted.astype(logits.dtype, copy=False)
 
 
@@ -196,8 +212,9 @@ def _sigmoid_(y: np.ndarray) -> np.ndarray:
 
 
 def _gelu_exact_(y: np.ndarray) -> np.ndarray:
-    cdf = erf(y * y.dtype.type(_SQRT_HALF))
-    cdf += 1
+    # 0.5 * y * erfc(-y * sqrt(0.5)), as tf.nn.gelu computes it: erfc keeps the negative tail's
+    # relative precision, which 1 + erf(y * sqrt(0.5)) would cancel away.
+    cdf = erfc(y * y.dtype.type(-_SQRT_HALF))
     cdf *= 0.5
     y *= cdf
     return y

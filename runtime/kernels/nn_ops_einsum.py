@@ -11,6 +11,7 @@ Operands with a repeated label (diagonals) and single-operand equations go to ``
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -208,24 +209,56 @@ def _numpy_einsum(spec: str, operands: tuple[np.ndarray, ...]) -> np.ndarray:
     return np.asarray(np.einsum(spec, *operands, optimize=len(operands) > 1))
 
 
+Pair = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _compile_plan(plan: Plan) -> Pair:
+    """The plan as one function. The common case (one free dim per side, one contracted dim, no
+    summed-away dims) is two transposes, one ``np.matmul`` and one transpose; anything else, or
+    operands that do not line up exactly, takes ``_run_plan`` with its checks and messages."""
+
+    def general(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return _run_plan(plan, a, b)
+
+    if plan.sum_a or plan.sum_b or (plan.n_free_a, plan.n_free_b, plan.n_contract) != (1, 1, 1):
+        return general
+    swap, nb = plan.swap, plan.n_batch
+    perm_a, perm_b, perm_out = plan.perm_a, plan.perm_b, plan.perm_out
+
+    def direct(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.dtype in LOW_FLOATS or a.dtype != b.dtype:
+            return _run_plan(plan, a, b)
+        x, y = (b, a) if swap else (a, b)
+        if perm_a is not None:
+            x = x.transpose(perm_a)
+        if perm_b is not None:
+            y = y.transpose(perm_b)
+        if x.shape[:nb] != y.shape[:nb] or x.shape[-1] != y.shape[-2]:
+            return _run_plan(plan, a, b)
+        out: np.ndarray = np.matmul(x, y)
+        return out if perm_out is None else out.transpose(perm_out)
+
+    return direct
+
+
 @kernel("Einsum")
 def einsum(node: NodeContext) -> Kernel:
     eq = parse_equation(str(node.attr("equation")))
     spec = _numpy_spec(eq)
     if len(eq.inputs) == 1:
         return lambda x: _numpy_einsum(spec, (x,))
-    plans: dict[tuple[int, int], Plan | None] = {}  # None: use np.einsum
+    plans: dict[tuple[int, int], Pair] = {}
+
+    def build(ndim_a: int, ndim_b: int) -> Pair:
+        try:
+            return _compile_plan(_make_plan(eq, ndim_a, ndim_b))
+        except _Fallback:
+            return lambda a, b: _numpy_einsum(spec, (a, b))
 
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        key = (a.ndim, b.ndim)
-        if key not in plans:
-            try:
-                plans[key] = _make_plan(eq, a.ndim, b.ndim)
-            except _Fallback:
-                plans[key] = None
-        plan = plans[key]
-        if plan is None:
-            return _numpy_einsum(spec, (a, b))
-        return _run_plan(plan, a, b)
+        fn = plans.get((a.ndim, b.ndim))
+        if fn is None:
+            fn = plans.setdefault((a.ndim, b.ndim), build(a.ndim, b.ndim))
+        return fn(a, b)
 
     return run

@@ -10,6 +10,7 @@ import numpy as np
 
 from runtime.errors import InvalidArgumentError
 from runtime.kernels.math_ops_common import FLOAT32, Kernel, Tensor, type_attr
+from runtime.kernels.nn_ops_activation import ACTIVATION_NAMES, fused_activation
 from runtime.kernels.nn_ops_common import LOW_FLOATS
 from runtime.kernels.nn_ops_fused import build_epilogue
 from runtime.kernels.registry import NodeContext, kernel
@@ -122,13 +123,24 @@ def batch_matmul_v3(node: NodeContext) -> Kernel:
 
 @kernel("_FusedMatMul")
 def fused_matmul(node: NodeContext) -> Kernel:
+    """TF's ``_FusedMatMul``, and one extension: without ``transpose_a``, ``a`` may have rank > 2
+    (the product is then over its last axis, as ``BatchMatMulV2`` by a matrix computes it); the
+    fusion pass emits that form for dense layers over rank-3 inputs."""
     ta, tb = bool(node.attr("transpose_a")), bool(node.attr("transpose_b"))
     epilogue = build_epilogue(node)
     apply, num_args = epilogue.apply, epilogue.num_args
+    baked = _fused_matmul_with_constants(node, ta, tb)
+    if baked is not None:
+        return baked
 
     def run(a: np.ndarray, b: np.ndarray, *args: np.ndarray) -> np.ndarray:
-        if a.ndim != 2 or b.ndim != 2:
+        if (a.ndim != 2 and (ta or a.ndim < 2)) or b.ndim != 2:
             _rank_error("_FusedMatMul", a, b, 2, exact=True)
+        if (b.shape[1] if tb else b.shape[0]) != (a.shape[-2] if ta else a.shape[-1]):
+            raise InvalidArgumentError(
+                f"_FusedMatMul: Matrix size-incompatible: In[0]: {list(a.shape)}, "
+                f"In[1]: {list(b.shape)} (transpose_a={ta}, transpose_b={tb})"
+            )
         if len(args) < num_args:
             raise InvalidArgumentError(
                 f"_FusedMatMul: expected {num_args} fused args, got {len(args)}"
@@ -140,3 +152,46 @@ def fused_matmul(node: NodeContext) -> Kernel:
         return apply(product, args).astype(dtype, copy=False)
 
     return run
+
+
+def _fused_matmul_with_constants(node: NodeContext, ta: bool, tb: bool) -> Kernel | None:
+    """``a @ W + bias`` then an activation, with constant float32/float64 ``W`` and ``bias``
+    checked once and baked in: a dense layer's whole per-call work is three numpy calls."""
+    fused = [op.decode() if isinstance(op, bytes) else str(op) for op in node.attr("fused_ops", [])]
+    if not fused or fused[0] != "BiasAdd" or len(fused) > 2:
+        return None
+    weights, bias = node.constant_input(1), node.constant_input(2)
+    if not isinstance(weights, np.ndarray) or not isinstance(bias, np.ndarray):
+        return None
+    if weights.ndim != 2 or weights.dtype not in (FLOAT32, np.dtype(np.float64)):
+        return None
+    w = weights.T if tb else weights
+    if bias.shape != (w.shape[1],) or bias.dtype != weights.dtype:
+        return None
+    activate = None
+    if len(fused) == 2:
+        if fused[1] not in ACTIVATION_NAMES:
+            return None
+        activate = fused_activation(fused[1], float(node.attr("leakyrelu_alpha", 0.2)))
+    k = w.shape[0]
+    dtype = weights.dtype
+
+    def check(a: np.ndarray) -> None:
+        if a.dtype != dtype:
+            raise InvalidArgumentError(f"_FusedMatMul: a is {a.dtype}, b is {dtype}")
+        if a.ndim != 2 and (ta or a.ndim < 2):
+            _rank_error("_FusedMatMul", a, weights, 2, exact=True)
+        raise InvalidArgumentError(
+            f"_FusedMatMul: Matrix size-incompatible: In[0]: {list(a.shape)}, "
+            f"In[1]: {list(weights.shape)} (transpose_a={ta}, transpose_b={tb})"
+        )
+
+    def run(a: np.ndarray) -> np.ndarray:
+        x = a.T if ta else a
+        if x.ndim < 2 or x.shape[-1] != k or a.dtype != dtype or (ta and a.ndim != 2):
+            check(a)
+        y = _matmul(x, w)
+        y += bias
+        return y if activate is None else activate(y)
+
+    return node.bake(run, 1, 2)

@@ -9,10 +9,12 @@ the biased variance. ``reserve_space_3`` is empty on the CPU.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from runtime.errors import InvalidArgumentError
-from runtime.kernels.math_ops_common import FLOAT32, Kernel
+from runtime.kernels.math_ops_common import FLOAT32, Kernel, Tensor
 from runtime.kernels.nn_ops_activation import fused_activation
 from runtime.kernels.nn_ops_common import LOW_FLOATS
 from runtime.kernels.registry import NodeContext, kernel
@@ -104,3 +106,129 @@ def fused_batch_norm(node: NodeContext) -> Kernel:
 @kernel("_FusedBatchNormEx")
 def fused_batch_norm_ex(node: NodeContext) -> Kernel:
     return _batch_norm(node, with_side_inputs=True)
+
+
+# --- layer normalization ---------------------------------------------------------------------
+
+
+def _last_axis_vector(value: object) -> np.ndarray | None:
+    """A constant of shape [C] or [1, .., 1, C], as a [C] vector; else None."""
+    if not isinstance(value, np.ndarray) or value.ndim < 1:
+        return None
+    if any(d != 1 for d in value.shape[:-1]):
+        return None
+    return value.reshape(-1)
+
+
+@kernel("_FusedLayerNorm")
+def fused_layer_norm(node: NodeContext) -> Kernel:
+    """The layer-norm pattern that ``runtime.optimize.layer_norm`` fuses, with its arithmetic in
+    the same order; the two means sum with one matrix-vector product each (BLAS) rather than a
+    reduction over a short last axis.
+
+    The pass only fuses ``scale`` and ``offset`` of shape [C] or [1, .., 1, C] (no more dims than
+    ``x``); baked in as [C] vectors they broadcast exactly as before, and the kernel then works
+    in place on its own temporaries."""
+    epsilon = float(node.attr("epsilon"))
+    weights_by_size: dict[tuple[int, np.dtype], tuple[np.ndarray, Any]] = {}
+
+    def averaging(n: int, dtype: np.dtype) -> tuple[np.ndarray, Any]:
+        """(w, divisor): the mean of a row r is (r @ w) / divisor. For n a power of two, w holds
+        1/n itself (exact) and there is nothing left to divide."""
+        if n and n & (n - 1) == 0:
+            return np.full(n, 1.0 / n, dtype), None
+        return np.ones(n, dtype), dtype.type(n)
+
+    def normalize(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, vectors: bool) -> Tensor:
+        dtype = x.dtype
+        if x.ndim < 1 or dtype.kind != "f" or dtype in LOW_FLOATS:
+            raise InvalidArgumentError(
+                f"_FusedLayerNorm: input must be float32/float64 of rank >= 1, got {dtype} "
+                f"{list(x.shape)}"
+            )
+        key = (x.shape[-1], dtype)
+        found = weights_by_size.get(key)
+        if found is None:
+            found = weights_by_size.setdefault(key, averaging(*key))
+        w, divisor = found
+        mean = np.matmul(x, w)
+        if divisor is not None:
+            mean /= divisor
+        mean = mean[..., None]
+        centered = x - mean
+        np.square(centered, out=centered)
+        inv = np.matmul(centered, w)
+        del centered
+        if divisor is not None:
+            inv /= divisor
+        inv += dtype.type(epsilon)
+        np.sqrt(inv, out=inv)
+        np.reciprocal(inv, out=inv)
+        inv = inv[..., None] * scale
+        # Neg(mean) * inv + offset, exactly: (-a) * b + c == c - a * b in IEEE arithmetic.
+        mean = mean * inv
+        y = x * inv
+        if not vectors:
+            return y + (offset - mean)
+        # [C] vectors: everything is x's shape, or 1 wide where scale or x has size 1.
+        if offset.shape[-1] in (1, mean.shape[-1]):
+            np.subtract(offset, mean, out=mean)
+        else:
+            mean = offset - mean
+        if mean.shape[-1] in (1, y.shape[-1]):
+            y += mean
+            return y
+        return y + mean
+
+    def by_columns(x: np.ndarray, scale: np.ndarray, offset: np.ndarray) -> np.ndarray:
+        """``normalize`` for many short rows, on the transposed [C, rows] copy of ``x``: every
+        broadcast then runs along contiguous rows of ``rows`` elements, where broadcasting
+        along a short last axis is slow in numpy. Same operations, same order."""
+        dtype = x.dtype
+        n = x.shape[-1]
+        count = dtype.type(n)
+        cols = np.ascontiguousarray(x.reshape(-1, n).T)
+        mean = np.add.reduce(cols, axis=0)
+        mean /= count
+        centered = cols - mean
+        np.square(centered, out=centered)
+        inv = np.add.reduce(centered, axis=0)
+        del centered
+        inv /= count
+        inv += dtype.type(epsilon)
+        np.sqrt(inv, out=inv)
+        np.reciprocal(inv, out=inv)
+        inv = scale * inv
+        shift = mean * inv
+        np.subtract(offset, shift, out=shift)
+        cols *= inv
+        cols += shift
+        return np.ascontiguousarray(cols.T).reshape(x.shape)
+
+    scale, offset = node.constant_input(1), node.constant_input(2)
+    scale_v, offset_v = _last_axis_vector(scale), _last_axis_vector(offset)
+    if scale_v is not None and offset_v is not None and scale_v.dtype == offset_v.dtype:
+        rank = max(scale.ndim, offset.ndim)
+        channels = scale_v.size if scale_v.size == offset_v.size else -1
+        scale_c, offset_c = scale_v.reshape(-1, 1), offset_v.reshape(-1, 1)
+
+        def baked(x: np.ndarray) -> Tensor:
+            if x.ndim < rank:
+                return normalize(x, scale, offset, False)  # the constants add dims to the result
+            if (
+                x.shape[-1] == channels <= _SHORT_ROW
+                and x.size >= _MANY_ROWS * channels
+                and x.dtype == scale_v.dtype
+                and x.dtype.kind == "f"
+                and x.dtype not in LOW_FLOATS
+            ):
+                return by_columns(x, scale_c, offset_c)
+            return normalize(x, scale_v, offset_v, True)
+
+        return node.bake(baked, 1, 2)
+    return lambda x, scale, offset: normalize(x, scale, offset, False)
+
+
+# Rows this short, this many of them: normalized in the transposed layout (see by_columns).
+_SHORT_ROW = 64
+_MANY_ROWS = 256

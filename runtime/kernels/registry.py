@@ -15,6 +15,22 @@ tuple/list with one entry per output port otherwise. They must never modify thei
 are shared between consumers.
 
 Kernels that need per-session state (variables) get it through ``node.resources``.
+
+Inputs that the graph fixes (``Const`` nodes: a Reshape's shape, a Transpose's permutation, a
+weight matrix) are known when a plan is compiled. A factory may look at them with
+``node.constant_input(i)`` and return a function specialised for the value, declaring with
+``node.bake(fn, i)`` that the function takes the node's inputs *without* input ``i``::
+
+    @kernel("Transpose")
+    def transpose(node: NodeContext) -> Callable:
+        perm = node.constant_input(1)
+        if perm is not None and valid(perm):
+            axes = tuple(perm.tolist())
+            return node.bake(lambda x: x.transpose(axes), 1)
+        return generic_transpose
+
+Outside a plan (constant folding, tests) no input is constant and the factory builds the generic
+function.
 """
 
 from __future__ import annotations
@@ -43,6 +59,22 @@ class NodeContext:
     device: str = CPU
     resources: Any = None  # the session's ResourceManager, for stateful kernels
     input_dtypes: tuple[int, ...] = field(default_factory=tuple)  # DataType numbers, when known
+    # Input index -> value, for the inputs that are constants of the graph.
+    constant_inputs: Mapping[int, Any] = field(default_factory=dict)
+    # Inputs the returned function has baked in (and is called without); see ``bake``.
+    baked_inputs: tuple[int, ...] = ()
+
+    def constant_input(self, index: int) -> Any:
+        """The value of input ``index`` if the graph fixes it, else None."""
+        return self.constant_inputs.get(index)
+
+    def bake(self, fn: Callable[..., Any], *indices: int) -> Callable[..., Any]:
+        """Declare that ``fn`` has the constant inputs ``indices`` built in, and return it."""
+        for index in indices:
+            if index not in self.constant_inputs:
+                raise KernelError(self, f"input {index} is not a constant and cannot be baked in")
+        self.baked_inputs = tuple(sorted(set(self.baked_inputs) | set(indices)))
+        return fn
 
     def attr(self, name: str, default: Any = _MISSING) -> Any:
         if name in self.attrs:
@@ -109,10 +141,14 @@ def instantiate(
     name: str = "node",
     resources: Any = None,
     device: str = CPU,
+    constant_inputs: Mapping[int, Any] | None = None,
 ) -> Callable[..., Any]:
     """Build the kernel function for a free-standing node; used by tests and constant folding.
 
-    Attr defaults from the op's definition are filled in, as the graph loader does.
+    Attr defaults from the op's definition are filled in, as the graph loader does. With
+    ``constant_inputs`` the factory may specialise on them; the function returned here still
+    takes every input (the baked-in ones are dropped before the call), so that callers need not
+    know what the kernel chose to bake in.
     """
     from runtime.kernels import load_all_kernels
     from runtime.ops import OP_REGISTRY, load_all_op_definitions
@@ -127,4 +163,16 @@ def instantiate(
     if op_def is not None:
         full_attrs.update(op_def.attr_defaults)
     full_attrs.update(attrs or {})
-    return factory(NodeContext(name, op_type, full_attrs, num_outputs, device, resources))
+    ctx = NodeContext(
+        name, op_type, full_attrs, num_outputs, device, resources,
+        constant_inputs=dict(constant_inputs or {}),
+    )
+    fn = factory(ctx)
+    baked = set(ctx.baked_inputs)
+    if not baked:
+        return fn
+
+    def call(*inputs: Any) -> Any:
+        return fn(*(x for i, x in enumerate(inputs) if i not in baked))
+
+    return call

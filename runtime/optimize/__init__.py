@@ -11,28 +11,44 @@ from collections.abc import Callable, Iterable, Sequence
 
 from runtime.graph import Graph, TensorRef
 from runtime.optimize.context import PassContext
+from runtime.optimize.controls import drop_constant_controls
 from runtime.optimize.cse import eliminate_common_subexpressions
+from runtime.optimize.embedding import fuse_embedding_lookups
 from runtime.optimize.fold_affine import fold_affine
 from runtime.optimize.folding import fold_constants
 from runtime.optimize.freeze import freeze_variables
 from runtime.optimize.fusion import fuse_patterns
 from runtime.optimize.identity import remove_identities
+from runtime.optimize.layer_norm import fuse_layer_norm
 from runtime.optimize.prune import prune_to_protected
+from runtime.optimize.reshape import reshape_by_template
+from runtime.optimize.split_bias import move_bias_before_split
+from runtime.optimize.tensordot import simplify_tensordot
 from runtime.resources import ResourceManager
 
 Pass = Callable[[Graph, PassContext], Graph]
 
-# Order matters: freezing turns variable reads into constants that folding can then see through;
-# affine folding needs those constants (batch norm's scale and shift are folded by then) and hands
-# fusion the Conv2D + BiasAdd form it looks for; fusion runs last, on the smallest graph.
+# Order matters: freezing turns variable reads into constants that folding can then see through,
+# and leaves control edges on those constants, which go before identities are removed. The Keras
+# pattern rewrites (tensordot, shape-derived reshapes, embedding lookups, split biases, layer norm)
+# need folded constants and hand fusion the MatMul/BatchMatMulV2 + BiasAdd form it looks for, as
+# affine folding does for convolutions (batch norm's scale and shift are folded by then); fusion
+# runs last, on the smallest graph. The tensordot rewrite reads the shape subgraphs that the
+# reshape rewrite removes, so it goes first.
 DEFAULT_PASSES: tuple[tuple[str, Pass], ...] = (
     ("prune", prune_to_protected),
     ("freeze_variables", freeze_variables),
+    ("drop_constant_controls", drop_constant_controls),
     ("remove_identities", remove_identities),
     ("fold_constants", fold_constants),
     ("cse", eliminate_common_subexpressions),
     ("remove_identities_again", remove_identities),
+    ("simplify_tensordot", simplify_tensordot),
+    ("reshape_by_template", reshape_by_template),
+    ("fuse_embedding_lookups", fuse_embedding_lookups),
+    ("move_bias_before_split", move_bias_before_split),
     ("fold_affine", fold_affine),
+    ("fuse_layer_norm", fuse_layer_norm),
     ("fuse_patterns", fuse_patterns),
     ("prune_again", prune_to_protected),
 )

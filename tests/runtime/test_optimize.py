@@ -20,15 +20,22 @@ import numpy as np
 import pytest
 
 from runtime.dtypes import DataType, from_numpy
+from runtime.errors import OpError
 from runtime.graph import Graph, Node, TensorRef, fill_default_attrs
 from runtime.optimize import DEFAULT_PASSES, PassContext, optimize_for_serving
+from runtime.optimize.controls import drop_constant_controls
 from runtime.optimize.cse import eliminate_common_subexpressions
+from runtime.optimize.embedding import fuse_embedding_lookups
 from runtime.optimize.fold_affine import fold_affine
 from runtime.optimize.folding import fold_constants
 from runtime.optimize.freeze import freeze_variables
 from runtime.optimize.fusion import fuse_patterns
 from runtime.optimize.identity import remove_identities
+from runtime.optimize.layer_norm import fuse_layer_norm
 from runtime.optimize.prune import prune_to_protected
+from runtime.optimize.reshape import reshape_by_template
+from runtime.optimize.split_bias import move_bias_before_split
+from runtime.optimize.tensordot import simplify_tensordot
 from runtime.resources import ResourceManager
 from runtime.saved_model import LoadedModel, load_saved_model
 from runtime.session import Session
@@ -599,3 +606,352 @@ def test_affine_folding_stops_at_a_protected_step() -> None:
     # The scale folds into the weights, and the rescaled product keeps the protected name.
     assert after.node("mul").op == "Conv2D" and after.node("add").op == "AddV2"
     assert_same_results(graph, after, ["mul", "add"], {"x": _x(1, 5, 5, 3, seed=5)})
+
+
+# control edges on constants
+
+
+def test_control_edges_on_constants_go_and_identities_follow() -> None:
+    resources, variables = _variables()
+    graph = Graph([
+        *variables,  # r1, r2 read variables; out = r1 + r2
+        placeholder("x"),
+        const("w", _x(2, seed=1)),
+        op("wait", "NoOp", controls=["w"]),  # what an inlined call leaves behind
+        op("y", "Mul", "x", "w", T=F32),
+        op("y_out", "Identity", "y", controls=["wait"], T=F32),
+        op("call", "IdentityN", "y_out", controls=["w", "wait"], T=[F32]),
+        op("read_wait", "NoOp", controls=["r1"]),  # waits on a variable read: kept
+        op("after_read", "Neg", "x", controls=["read_wait"], T=F32),
+        op("done", "NoOp", controls=["y"]),  # waits on a computation...
+        op("z", "Neg", "y", controls=["done"], T=F32),  # ...that z reads anyway: dropped
+        op("z2", "Neg", "x", controls=["done"], T=F32),  # ...that z2 does not read: kept
+    ])
+    protected = ("call", "after_read", "z", "z2", "out")
+    ctx = context(*protected, resources=resources)
+    after = drop_constant_controls(graph, ctx)
+    assert after.node("y_out").control_inputs == [] and after.node("call").control_inputs == []
+    assert after.node("after_read").control_inputs == ["read_wait"]
+    assert after.node("z").control_inputs == [] and after.node("z2").control_inputs == ["done"]
+    cleaned = prune_to_protected(remove_identities(after, ctx), ctx)
+    assert "y_out" not in cleaned and "wait" not in cleaned
+    assert cleaned.node("call").inputs == [TensorRef("y")]  # protected: stays fetchable
+    feeds = {"x": _x(2, seed=3)}
+    for got, want in zip(run(cleaned, protected, feeds, resources),
+                         run(graph, protected, feeds, resources)):
+        np.testing.assert_array_equal(got, want)
+
+
+# tensordot
+
+
+def _tensordot(perm: Sequence[int] = (0, 1, 2), flat: str = "stack",
+               rank_known: bool = True) -> list[Node]:
+    """``y = tf.tensordot(x, w, [[2], [0]])`` as TensorFlow exports it, for a rank-3 ``x``."""
+    shape_attrs = {"_output_shapes": [(3,)]} if rank_known else {}
+    i32 = DataType.DT_INT32
+    gather = {"Tparams": i32, "Tindices": i32, "Taxis": i32}
+    return [
+        placeholder("x"), const("w", _x(4, 3, seed=1)),
+        const("free", [0, 1], np.int32), const("axes", [2], np.int32),
+        const("axis0", 0, np.int32), const("zero", [0], np.int32), const("n", [3], np.int32),
+        const("perm", list(perm), np.int32), const("flat_const", [-1, 4], np.int32),
+        op("shape", "Shape", "x", T=F32, **shape_attrs),
+        op("g_free", "GatherV2", "shape", "free", "axis0", **gather),
+        op("g_axes", "GatherV2", "shape", "axes", "axis0", **gather),
+        op("p_free", "Prod", "g_free", "zero", T=i32),
+        op("p_axes", "Prod", "g_axes", "zero", T=i32),
+        op("stack", "Pack", "p_free", "p_axes", T=i32, N=2),
+        op("xt", "Transpose", "x", "perm", T=F32),
+        op("x2", "Reshape", "xt", flat, T=F32),
+        op("mm", "MatMul", "x2", "w", T=F32),
+        op("out_shape", "ConcatV2", "g_free", "n", "axis0", T=i32, N=2),
+        op("y", "Reshape", "mm", "out_shape", T=F32),
+    ]
+
+
+def test_tensordot_becomes_one_batch_matmul() -> None:
+    graph = Graph(_tensordot())
+    ctx = context("y")
+    after = prune_to_protected(simplify_tensordot(graph, ctx), ctx)
+    assert after.node("y").op == "BatchMatMulV2"
+    assert after.node("y").inputs == [TensorRef("x"), TensorRef("w")]
+    assert _ops(after) == Counter({"Placeholder": 1, "Const": 1, "BatchMatMulV2": 1})
+    for shape in ((2, 5, 4), (1, 1, 4), (0, 3, 4)):
+        assert_same_results(graph, after, ["y"], {"x": _x(*shape)})
+
+
+def test_tensordot_rewrite_needs_proof() -> None:
+    cases = {
+        "permuted": (Graph(_tensordot(perm=(1, 0, 2))), ("y",)),
+        "constant flat shape": (Graph(_tensordot(flat="flat_const")), ("y",)),
+        "unknown rank": (Graph(_tensordot(perm=(), rank_known=False)), ("y",)),
+        "protected matmul": (Graph(_tensordot()), ("y", "mm")),
+        "shared flat input": (Graph([*_tensordot(), op("side", "Neg", "x2", T=F32)]),
+                              ("y", "side")),
+    }
+    for label, (graph, protected) in cases.items():
+        if label == "unknown rank":  # no Transpose either: nothing pins x's rank
+            graph = Graph([n if n.name != "xt" else op("xt", "Identity", "x", T=F32)
+                           for n in graph])
+        after = simplify_tensordot(graph, context(*protected))
+        assert after.node("y").op == "Reshape", label
+
+
+# reshape to a shape of the input's own dims
+
+
+def _flatten(trailing: int | None = 4) -> list[Node]:
+    i32 = DataType.DT_INT32
+    return [
+        placeholder("x"),
+        const("b0", [0], np.int32), const("b1", [1], np.int32),
+        const("rest", trailing if trailing is not None else -1, np.int32),
+        op("shape", "Shape", "x", T=F32, _output_shapes=[(3,)]),
+        op("batch", "StridedSlice", "shape", "b0", "b1", "b1", T=i32, Index=i32,
+           shrink_axis_mask=1),
+        op("target", "Pack", "batch", "rest", T=i32, N=2),
+        op("flat", "Reshape", "x", "target", T=F32),
+        op("out", "Neg", "flat", T=F32),
+    ]
+
+
+@pytest.mark.parametrize("trailing", [4, None])
+def test_flatten_reshape_takes_its_shape_from_its_input(trailing) -> None:
+    graph = Graph(_flatten(trailing))
+    ctx = context("out")
+    after = prune_to_protected(reshape_by_template(graph, ctx), ctx)
+    assert after.node("flat").op == "_ReshapeByTemplate"
+    assert _ops(after) == Counter({"Placeholder": 1, "_ReshapeByTemplate": 1, "Neg": 1})
+    for shape in ((3, 2, 2), (1, 4, 1), (0, 2, 2)):
+        assert_same_results(graph, after, ["out"], {"x": _x(*shape)})
+    bad = {"x": _x(2, 3, 3)} if trailing else {"x": np.float32(1)}  # 18 values; rank 0
+    for g in (graph, after):
+        with pytest.raises(OpError):
+            run(g, ["out"], bad)
+
+
+def test_reshape_of_another_tensors_shape_stays() -> None:
+    nodes = [n if n.name != "shape" else op("shape", "Shape", "y", T=F32,
+                                            _output_shapes=[(3,)]) for n in _flatten()]
+    graph = Graph([*nodes, placeholder("y")])
+    assert reshape_by_template(graph, context("out")).node("flat").op == "Reshape"
+
+
+# embedding lookups
+
+
+def _embedding(rows: int = 5) -> list[Node]:
+    i32 = DataType.DT_INT32
+    return [
+        placeholder("ids", np.int32), const("table", _x(5, 3, seed=1)),
+        const("rows", rows, np.int32), const("zero", 0, np.int32), const("axis", 0, np.int32),
+        op("add", "AddV2", "ids", "rows", T=i32), op("less", "Less", "ids", "zero", T=i32),
+        op("select", "SelectV2", "less", "add", "ids", T=i32),
+        op("emb", "GatherV2", "table", "select", "axis", Tparams=F32, Tindices=i32, Taxis=i32),
+    ]
+
+
+def test_embedding_lookup_becomes_one_gather() -> None:
+    graph = Graph(_embedding())
+    ctx = context("emb")
+    after = prune_to_protected(fuse_embedding_lookups(graph, ctx), ctx)
+    assert after.node("emb").op == "_GatherWrapNegative"
+    assert not {"AddV2", "Less", "SelectV2"} & set(_ops(after))
+    assert_same_results(graph, after, ["emb"], {"ids": np.array([[0, -1, 4, -5]], np.int32)})
+    for bad in (5, -6):
+        for g in (graph, after):
+            with pytest.raises(OpError, match="is not in \\[0, 5\\)"):
+                run(g, ["emb"], {"ids": np.array([bad], np.int32)})
+
+
+def test_embedding_lookup_with_other_row_count_stays() -> None:
+    graph = Graph(_embedding(rows=4))
+    assert fuse_embedding_lookups(graph, context("emb")).node("emb").op == "GatherV2"
+    shared = Graph(_embedding())
+    assert fuse_embedding_lookups(shared, context("emb", "less")).node("emb").op == "GatherV2"
+
+
+# layer normalization
+
+
+def _layer_norm(scale: bool = True, center: bool = True, axis: int = -1,
+                gamma_shape: tuple[int, ...] = (6,), x_rank: int | None = None) -> list[Node]:
+    x = placeholder("x")
+    if x_rank is not None:  # as TensorFlow's shape inference records it
+        x.attrs["_output_shapes"] = [(-1,) * (x_rank - 1) + (6,)]
+    nodes = [
+        x, const("axes", [axis], np.int32),
+        const("eps", 1e-3, np.float32), const("gamma", _x(*gamma_shape, seed=1)),
+        const("beta", _x(6, seed=2)),
+        op("mean", "Mean", "x", "axes", T=F32, keep_dims=True),
+        op("sq", "SquaredDifference", "x", "mean", T=F32),
+        op("var", "Mean", "sq", "axes", T=F32, keep_dims=True),
+        op("add", "AddV2", "var", "eps", T=F32),
+        op("rsqrt", "Rsqrt", "add", T=F32),
+    ]
+    inv = "rsqrt"
+    if scale:
+        nodes.append(op("inv", "Mul", "rsqrt", "gamma", T=F32))
+        inv = "inv"
+    nodes += [op("scaled", "Mul", "x", inv, T=F32), op("neg", "Neg", "mean", T=F32),
+              op("centered", "Mul", "neg", inv, T=F32)]
+    shift = "centered"
+    if center:
+        nodes.append(op("shift", "AddV2", "centered", "beta", T=F32))
+        shift = "shift"
+    nodes.append(op("out", "AddV2", "scaled", shift, T=F32))
+    return nodes
+
+
+@pytest.mark.parametrize("scale, center", [(True, True), (False, True), (True, False)])
+def test_layer_norm_becomes_one_node(scale, center) -> None:
+    graph = Graph(_layer_norm(scale, center))
+    ctx = context("out")
+    after = prune_to_protected(fuse_layer_norm(graph, ctx), ctx)
+    assert after.node("out").op == "_FusedLayerNorm"
+    assert set(_ops(after)) == {"Placeholder", "Const", "_FusedLayerNorm"}
+    for shape in ((2, 3, 6), (4, 6), (0, 6)):
+        assert_same_results(graph, after, ["out"], {"x": _x(*shape) * 3 + 1})
+
+
+def test_layer_norm_with_keras_broadcast_parameters() -> None:
+    # Keras reshapes gamma to [1, 1, C] for a rank-3 input; fused only when x's rank is known
+    # to be at least that (otherwise gamma could add dims to the result).
+    graph = Graph(_layer_norm(gamma_shape=(1, 1, 6), x_rank=3))
+    after = fuse_layer_norm(graph, context("out"))
+    assert after.node("out").op == "_FusedLayerNorm"
+    assert_same_results(graph, after, ["out"], {"x": _x(2, 3, 6)})
+    unknown_rank = Graph(_layer_norm(gamma_shape=(1, 1, 6)))
+    assert fuse_layer_norm(unknown_rank, context("out")).node("out").op == "AddV2"
+
+
+def test_layer_norm_fusion_needs_the_whole_private_pattern() -> None:
+    cases = {
+        "protected mean": (_layer_norm(), ("out", "mean")),
+        "shared variance": ([*_layer_norm(), op("side", "Neg", "var", T=F32)], ("out", "side")),
+        "first axis": (_layer_norm(axis=0), ("out",)),
+    }
+    for label, (nodes, protected) in cases.items():
+        graph = Graph(nodes)
+        assert fuse_layer_norm(graph, context(*protected)).node("out").op == "AddV2", label
+
+
+# GELU and BatchMatMulV2 in fusion
+
+
+def _gelu(after: str, factor: float = 0.7071067690849304) -> list[Node]:
+    return [
+        const("half", 0.5, np.float32), const("factor", factor, np.float32),
+        op("g_neg", "Neg", after, T=F32), op("g_half", "Mul", "half", after, T=F32),
+        op("g_scaled", "Mul", "g_neg", "factor", T=F32), op("g_erfc", "Erfc", "g_scaled", T=F32),
+        op("gelu", "Mul", "g_half", "g_erfc", T=F32),
+    ]
+
+
+@pytest.mark.parametrize("base", ["MatMul", "BatchMatMulV2"])
+def test_dense_with_exact_gelu_fuses(base) -> None:
+    graph = Graph([
+        placeholder("x"), const("w", _x(4, 3, seed=1)), const("b", _x(3, seed=2)),
+        op("mm", base, "x", "w", T=F32), op("ba", "BiasAdd", "mm", "b", T=F32),
+        *_gelu("ba"),
+    ])
+    ctx = context("gelu")
+    after = prune_to_protected(fuse_patterns(graph, ctx), ctx)
+    assert after.node("gelu").op == "_FusedMatMul"
+    assert list(after.node("gelu").attrs["fused_ops"]) == ["BiasAdd", "GeluExact"]
+    assert _ops(after) == Counter({"Placeholder": 1, "Const": 2, "_FusedMatMul": 1})
+    x = _x(2, 5, 4) * 4 if base == "BatchMatMulV2" else _x(5, 4) * 4
+    assert_same_results(graph, after, ["gelu"], {"x": x})
+
+
+def test_gelu_like_patterns_that_are_not_gelu_stay() -> None:
+    dense = [placeholder("x"), const("w", _x(4, 3, seed=1)), const("b", _x(3, seed=2)),
+             op("mm", "MatMul", "x", "w", T=F32), op("ba", "BiasAdd", "mm", "b", T=F32)]
+    other_factor = Graph([*dense, *_gelu("ba", factor=0.75)])
+    after = fuse_patterns(other_factor, context("gelu"))
+    assert after.node("gelu").op == "Mul" and after.node("ba").op == "_FusedMatMul"
+    batched_weights = Graph([
+        placeholder("x"), placeholder("w"), const("b", _x(3, seed=2)),
+        op("mm", "BatchMatMulV2", "x", "w", T=F32), op("ba", "BiasAdd", "mm", "b", T=F32),
+    ])
+    assert fuse_patterns(batched_weights, context("ba")).node("ba").op == "BiasAdd"
+
+
+def test_keras_patterns_in_the_fixture_models_are_rewritten() -> None:
+    names = [name for name, _ in DEFAULT_PASSES]
+
+    def before_after(model: str, pass_name: str) -> tuple[Counter[str], Counter[str]]:
+        stages = _default_stages(_dir(model))
+        index = names.index(pass_name)
+        return _ops(stages[index - 1]), _ops(stages[index])
+
+    def controls(model: str, pass_name: str) -> int:
+        graph = _default_stages(_dir(model))[names.index(pass_name)]
+        return sum(len(n.control_inputs) for n in graph)
+
+    # Per model, two signatures. Frozen variable reads leave control edges on constants.
+    assert controls("transformer_block", "freeze_variables") > 80
+    assert controls("transformer_block", "drop_constant_controls") <= 4
+    before, after = before_after("transformer_block", "simplify_tensordot")
+    assert after["BatchMatMulV2"] == before["BatchMatMulV2"] + 4  # two dense layers each
+    before, after = before_after("transformer_block", "fuse_layer_norm")
+    assert after["_FusedLayerNorm"] == 4 and not after["Rsqrt"] and not after["SquaredDifference"]
+    before, after = before_after("transformer_block", "move_bias_before_split")
+    # The query, key and value projections' biases: 3 per signature.
+    assert after["BiasAdd"] == before["BiasAdd"] + 6 and after["AddV2"] == before["AddV2"] - 6
+    before, after = before_after("transformer_block", "fuse_patterns")
+    # Per signature: query, key, value, attention output, two feed-forward layers, logits.
+    assert not after["Erfc"] and not after["BiasAdd"] and after["_FusedMatMul"] == 14
+    gelu = [n for n in _default_stages(_dir("transformer_block"))[-1] if n.op == "_FusedMatMul"
+            and list(n.attrs["fused_ops"]) == ["BiasAdd", "GeluExact"]]
+    assert len(gelu) == 2
+    for model in ("transformer_block", "functional_multi_io", "text_classifier"):
+        before, after = before_after(model, "fuse_embedding_lookups")
+        assert after["_GatherWrapNegative"] == 2, model
+    before, after = before_after("functional_multi_io", "reshape_by_template")
+    assert before["Reshape"] == 2 and after["_ReshapeByTemplate"] == 2
+    optimized = _optimized(_dir("transformer_block"))
+    assert not {"Shape", "Prod", "Pack", "Transpose", "MatMul", "Less"} & set(_ops(optimized))
+    assert not any(n.control_inputs for n in optimized)
+
+
+# a bias added after a Reshape that splits the product's last axis
+
+
+def _split_heads(target: Sequence[int] = (-1, 3, 2, 4), bias_shape: Sequence[int] = (2, 4),
+                 base: str = "BatchMatMulV2") -> list[Node]:
+    return [
+        placeholder("x"), const("w", _x(5, 8, seed=1)), const("b", _x(*bias_shape, seed=2)),
+        const("target", list(target), np.int32),
+        op("mm", base, "x", "w", T=F32),
+        op("heads", "Reshape", "mm", "target", T=F32),
+        op("out", "AddV2", "heads", "b", T=F32),
+    ]
+
+
+def test_bias_after_a_head_split_moves_before_it_and_fuses() -> None:
+    graph = Graph(_split_heads())
+    ctx = context("out")
+    moved = move_bias_before_split(graph, ctx)
+    assert moved.node("out").op == "Reshape" and "heads" not in moved
+    biased = moved.node(moved.node("out").inputs[0].node)
+    assert biased.op == "BiasAdd" and biased.inputs[0] == TensorRef("mm")
+    fused = prune_to_protected(fuse_patterns(moved, ctx), ctx)
+    assert _ops(fused)["_FusedMatMul"] == 1 and not {"AddV2", "BiasAdd"} & set(_ops(fused))
+    # Whatever the leading dims turn out to be, each group of 8 keeps its layout.
+    for shape in ((2, 3, 5), (1, 6, 5), (6, 5)):
+        assert_same_results(graph, fused, ["out"], {"x": _x(*shape)})
+
+
+def test_bias_that_does_not_line_up_with_the_split_stays() -> None:
+    cases = {
+        "bias across the leading dims": _split_heads(bias_shape=(3, 2, 4)),
+        "split of another width": _split_heads(target=(-1, 3, 4, 2)),
+        "bias broadcast along a head": _split_heads(bias_shape=(2, 1)),
+        "product by a fed matrix": [n if n.name != "w" else placeholder("w")
+                                    for n in _split_heads()],
+    }
+    for label, nodes in cases.items():
+        graph = Graph(nodes)
+        assert move_bias_before_split(graph, context("out")).node("out").op == "AddV2", label

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -157,3 +159,101 @@ def test_control_edge_on_a_fed_placeholder_is_satisfied_by_the_feed() -> None:
     g = graph(placeholder("x"), op("y", "Neg", "x", controls=("x",)))
     out = Session(g).run("y", {"x": np.ones((1, 2), np.float32)})
     np.testing.assert_array_equal(out, [[-1.0, -1.0]])
+
+
+# --- what the compiled plan does and does not do ------------------------------------------------
+
+
+def test_identities_are_aliases_not_calls() -> None:
+    g = graph(
+        placeholder("x"),
+        op("a", "Identity", "x"),
+        op("n", "Neg", "a"),
+        op("b", "StopGradient", "n"),
+        op("pair", "IdentityN", "b", "x", T=[F32, F32]),
+        op("out", "Abs", "pair:0"),
+    )
+    session = Session(g)
+    x = np.array([[1, -2]], np.float32)
+    out, pair1, b, a = session.run(["out", "pair:1", "b", "a"], {"x": x})
+    np.testing.assert_array_equal(out, [[1, 2]])
+    np.testing.assert_array_equal(b, -x)
+    assert pair1 is x and a is x  # forwarded as they are, like TF's copy-free identities
+    source = session.plan(["x"], ["out", "pair:1", "b", "a"]).source
+    assert source.count(" = k") == 2  # Neg and Abs only
+
+
+def test_a_fed_identity_output_is_the_fed_value() -> None:
+    g = graph(
+        placeholder("x"),
+        op("pair", "IdentityN", "x", "x", T=[F32, F32]),
+        op("first", "Neg", "pair:0"),
+        op("second", "Neg", "pair:1"),
+    )
+    x, fed = np.ones((1, 2), np.float32), np.full((1, 2), 5.0, np.float32)
+    first, second = Session(g).run(["first", "second"], {"x": x, "pair:1": fed})
+    np.testing.assert_array_equal(first, -x)
+    np.testing.assert_array_equal(second, -fed)
+
+
+def test_constants_nothing_reads_cost_nothing_and_constant_inputs_are_baked() -> None:
+    g = graph(
+        placeholder("x", (-1, 4)),
+        const("unused", 1.0),
+        const("shape", [2, -1], np.int32),
+        op("r", "Reshape", "x", "shape", controls=("unused",)),
+        op("y", "Neg", "r"),
+    )
+    session = Session(g)
+    out = session.run("y", {"x": np.arange(8, dtype=np.float32).reshape(2, 4)})
+    np.testing.assert_array_equal(out, -np.arange(8, dtype=np.float32).reshape(2, 4))
+    source = session.plan(["x"], ["y"]).source
+    # Neither constant is a cell of the plan: one is never read, the Reshape baked the other.
+    assert not re.search(r"\bc\d+", source)
+    reshape_line = next(line for line in source.splitlines() if "= k" in line)
+    assert reshape_line.strip().endswith("(f0)")
+
+
+def test_feeds_that_are_not_ready_take_the_checked_path() -> None:
+    g = graph(placeholder("x", (-1, 2)), op("y", "Neg", "x"))
+    plan = Session(g).plan(["x"], ["y"])
+    np.testing.assert_array_equal(plan([[1, 2]])[0], [[-1, -2]])  # a list: converted
+    np.testing.assert_array_equal(plan(np.ones((3, 2), np.float32))[0], -np.ones((3, 2)))
+    big_endian = np.ones((1, 2), ">f4")
+    with pytest.raises(InvalidArgumentError, match="Expects arg"):
+        plan(big_endian)
+    with pytest.raises(InvalidArgumentError, match="Cannot feed value of shape"):
+        plan(np.ones((1, 3), np.float32))
+    # Serving does not enforce signature shapes, only dtypes.
+    assert plan.run([np.ones((1, 3), np.float32)], check_shapes=False)[0].shape == (1, 3)
+    with pytest.raises(InvalidArgumentError, match="plan takes 1 feeds"):
+        plan.run([np.ones((1, 2), np.float32)] * 2)
+
+
+def test_allocator_keeps_freed_memory_unless_the_operator_chose(monkeypatch) -> None:
+    import runtime.session as session_module
+
+    calls: list[tuple[int, int]] = []
+
+    class FakeLibc:
+        def __init__(self, name: object) -> None:
+            self.mallopt = self
+
+        def __call__(self, option: int, value: int) -> int:
+            calls.append((option, value))
+            return 1
+
+    monkeypatch.setattr(session_module.ctypes, "CDLL", FakeLibc)
+    monkeypatch.setattr(session_module.sys, "platform", "linux")
+    monkeypatch.setattr(session_module, "_allocator_tuned", False)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    Session(graph(placeholder("x")))
+    Session(graph(placeholder("x")))  # once per process
+    assert calls == [(-3, 64 << 20), (-1, 256 << 20)]
+
+    calls.clear()
+    monkeypatch.setattr(session_module, "_allocator_tuned", False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
+    Session(graph(placeholder("x")))
+    assert calls == []

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from runtime.dtypes import DataType
 from runtime.errors import InvalidArgumentError, OpError
 from runtime.kernels.registry import instantiate
+from runtime.optimize import internal_ops  # noqa: F401 - defines the rewrites' internal ops
 from tests.runtime.kernels.cases_array_ops import CASES
 from tests.runtime.kernels.check import check_case, kernel_attrs, load_recording
 
@@ -156,3 +157,45 @@ def test_strided_slice_matches_python_indexing(shape: list[int], key: list) -> N
     assert isinstance(out, np.ndarray)
     assert out.shape == np.shape(expected)
     np.testing.assert_array_equal(out, expected)
+
+
+# --- internal ops the graph rewrites emit ---------------------------------------------------
+
+
+@pytest.mark.parametrize("baked_axis", [False, True])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_gather_wrap_negative_counts_negative_ids_from_the_end(baked_axis, index_dtype) -> None:
+    table = np.arange(20, dtype=np.float32).reshape(5, 4)
+    axis = np.array(0, np.int32)
+    kernel = instantiate("_GatherWrapNegative", {"batch_dims": 0},
+                         constant_inputs={2: axis} if baked_axis else None)
+    ids = np.array([[0, -1], [4, -5]], index_dtype)
+    wrapped = np.where(ids < 0, ids + 5, ids)
+    expected = instantiate("GatherV2", {"batch_dims": 0})(table, wrapped, axis)
+    np.testing.assert_array_equal(kernel(table, ids, axis), expected)
+    for bad, shown in ((5, 5), (-6, -1)):  # reported after wrapping, as GatherV2 sees it
+        with pytest.raises(InvalidArgumentError, match=rf"= {shown} is not in \[0, 5\)"):
+            kernel(table, np.array([1, bad], index_dtype), axis)
+    columns = kernel(table, np.array([-1, 0], index_dtype), np.array(1, np.int32))
+    if not baked_axis:
+        np.testing.assert_array_equal(columns, table[:, [3, 0]])
+
+
+@pytest.mark.parametrize("template, shape, expected", [
+    (((1, (0,)), (4, ())), (3, 2, 2), (3, 4)),
+    (((1, (0,)), (-1, ())), (3, 2, 5), (3, 10)),
+    (((1, (0, 1)), (1, (2,))), (2, 3, 4), (6, 4)),
+    (((2, (0,)), (-1, ())), (4, 6), (8, 3)),
+    (((1, (0,)), (-1, ())), (0, 2, 5), (0, 10)),  # TensorFlow infers -1 next to a zero
+])
+def test_reshape_by_template(template, shape, expected) -> None:
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    out = instantiate("_ReshapeByTemplate", {"template": template})(x)
+    assert out.shape == expected
+    np.testing.assert_array_equal(out.reshape(-1), x.reshape(-1))
+
+
+def test_reshape_by_template_keeps_reshape_errors() -> None:
+    kernel = instantiate("_ReshapeByTemplate", {"template": ((1, (0,)), (4, ()))})
+    with pytest.raises(InvalidArgumentError, match="requested shape has 12"):
+        kernel(np.zeros((3, 5), np.float32))

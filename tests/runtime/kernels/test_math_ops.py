@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from runtime.dtypes import DataType, from_numpy
 from runtime.errors import InvalidArgumentError, UnimplementedError
+from runtime.kernels.math_ops_common import reduce_last_axis
 from runtime.kernels.math_ops_special import erf, erfc
 from runtime.kernels.registry import instantiate
 from tests.runtime.kernels.cases_math_ops import CASES
@@ -55,6 +56,30 @@ def test_erf_float32_within_7_ulp() -> None:
     expected = np.array([math.erf(float(v)) for v in x]).astype(np.float32)
     ulps = np.abs(erf(x).view(np.int32).astype(np.int64) - expected.view(np.int32))
     assert ulps.max() <= 7
+
+
+def test_erfc_float32_within_7_ulp() -> None:
+    x = np.concatenate([
+        np.linspace(-10, 10.5, 400001), np.logspace(-30, 1.02, 4000), -np.logspace(-30, 1, 200)
+    ]).astype(np.float32)
+    expected = np.array([math.erfc(float(v)) for v in x])
+    got = erfc(x)
+    assert got.dtype == np.float32
+    normal = expected >= np.finfo(np.float32).tiny  # below, float32 keeps few significant bits
+    ulps = np.abs(got.view(np.int32).astype(np.int64) - expected.astype(np.float32).view(np.int32))
+    assert ulps[normal].max() <= 7
+    np.testing.assert_allclose(got[~normal], expected[~normal], rtol=0, atol=1e-44)
+
+
+def test_erfc_float32_keeps_shape_and_low_float_types() -> None:
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(2, 3, 4)[:, ::2]  # not contiguous
+    expected = np.vectorize(math.erfc)(x.astype(np.float64))
+    np.testing.assert_allclose(erfc(x), expected, rtol=1e-6)
+    assert erfc(x).shape == (2, 2, 4) and erfc(np.float32(0.5)).shape == ()
+    half = x.astype(np.float16)
+    assert erfc(half).dtype == np.float16
+    expected_half = np.vectorize(math.erfc)(half.astype(np.float64))
+    np.testing.assert_allclose(erfc(half).astype(np.float64), expected_half, rtol=1e-3, atol=1e-7)
 
 
 def test_erf_special_values_keep_dtype() -> None:
@@ -110,6 +135,35 @@ def test_reduction_result_dtype_never_widens() -> None:
         x = np.ones((3, 4), dtype)
         for op in ("Sum", "Mean", "Prod", "Max", "Min"):
             assert instantiate(op)(x, np.array(1, np.int32)).dtype == dtype, (op, dtype)
+
+
+@pytest.mark.parametrize("shape, axes", [
+    ((256, 12, 8), [1]), ((256, 6, 16), [-1]), ((64, 40), [0, 1]), ((8, 300, 3), [1]),
+    ((3, 2000), [1]),  # too many terms for the einsum path: pairwise np.add.reduce
+])
+@pytest.mark.parametrize("keep_dims", [False, True])
+@pytest.mark.parametrize("op", ["Sum", "Mean"])
+def test_float_sums_of_large_tensors(shape, axes, keep_dims, op) -> None:
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    out = instantiate(op, {"keep_dims": keep_dims})(x, np.array(axes, np.int32))
+    reduce = np.mean if op == "Mean" else np.sum
+    expected = reduce(x.astype(np.float64), axis=tuple(axes), keepdims=keep_dims)
+    assert out.dtype == np.float32 and out.shape == expected.shape
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    nan = x.copy()
+    nan[1, 1] = np.nan
+    assert np.isnan(instantiate(op, {"keep_dims": keep_dims})(nan, np.array(axes))).any()
+
+
+def test_reduce_last_axis_matches_numpy() -> None:
+    x = np.random.default_rng(4).standard_normal((300, 2, 7)).astype(np.float32)
+    x[5, 1, 3] = np.nan
+    for ufunc in (np.add, np.maximum, np.minimum):
+        got = reduce_last_axis(ufunc, x)
+        expected = ufunc.reduce(x, axis=-1)
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+        assert got.shape == (300, 2) and np.isnan(got[5, 1])
+    assert reduce_last_axis(np.add, np.ones((4, 1))).shape == (4,)
 
 
 # --- integer division rules against Python's own ----------------------------------------------
