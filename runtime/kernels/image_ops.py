@@ -9,16 +9,22 @@ Keras' Resizing and UpSampling2D layers use). Bilinear output is float32 whateve
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import numpy as np
 
 from runtime.errors import InvalidArgumentError
 from runtime.kernels.array_ops_common import shape_str
+from runtime.kernels.nn_ops_common import Key, scratch
 from runtime.kernels.registry import NodeContext, kernel
 
 _F32 = np.float32
 _CACHE_LIMIT = 16
+# Output bytes per block of images that ResizeBilinear processes at once (cache-sized).
+_BLOCK_BYTES = 256 << 10
+# The sampling indices are in range by construction; numpy buffers ``take(out=...)`` in its
+# default "raise" mode.
+_CLIP: Literal["clip"] = "clip"
 
 Plan = TypeVar("Plan")
 
@@ -85,43 +91,99 @@ def _linear_weights(
     return lower, upper, (pos - floor).astype(_F32)
 
 
+class _BilinearSetup:
+    """Sampling weights, block size and scratch layout of one ResizeBilinear shape."""
+
+    def __init__(self, n: int, in_h: int, in_w: int, c: int, out_h: int, out_w: int,
+                 align: bool, half: bool) -> None:
+        y_lo, y_hi, y_w = _linear_weights(in_h, out_h, align, half)
+        x_lo, x_hi, x_w = _linear_weights(in_w, out_w, align, half)
+        # The x weights repeated per channel: each weight then multiplies a whole row of
+        # (x, channel) values in one inner loop (a per-pixel broadcast is a loop of c).
+        self.weights = (y_lo, y_hi, y_w[None, :, None], x_lo, x_hi, _channel_weights(x_w, c))
+        # Blocks of images small enough that the passes below run in cache, their
+        # intermediates in per-thread scratch.
+        self.step = min(n, max(1, _BLOCK_BYTES // (4 * out_h * out_w * c)))
+        # Each source row is lerped along x once when upsampling; when shrinking a lot, only
+        # the rows used are.
+        self.rows_first = in_h > 2 * out_h
+        sizes = (self.step, in_h, in_w, out_h, out_w, c, self.rows_first)
+        self.key = Key(("resize-bilinear", *sizes))
+        self.scratch = lambda: _BilinearScratch(*sizes)
+
+
+class _BilinearScratch:
+    def __init__(self, step: int, in_h: int, in_w: int, out_h: int, out_w: int, c: int,
+                 rows_first: bool) -> None:
+        width = out_w * c
+        self.top = np.empty((step, out_h, width), _F32)
+        self.left = np.empty(step * max(in_h, out_h) * width, _F32)
+        self.along_x = np.empty((0 if rows_first else step, in_h, width), _F32)
+        self.rows = np.empty((step if rows_first else 0, out_h, in_w, c), _F32)
+        self.nbytes = sum(a.nbytes for a in (self.top, self.left, self.along_x, self.rows))
+
+
+def _channel_weights(weights: np.ndarray, channels: int) -> np.ndarray:
+    return np.repeat(weights, channels) if channels > 1 else weights
+
+
 @kernel("ResizeBilinear")
 def resize_bilinear(node: NodeContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     align, half = _check_modes(node)
 
-    @_memoized
-    def plan(in_h: int, in_w: int, out_h: int, out_w: int) -> tuple[np.ndarray, ...]:
-        y_lo, y_hi, y_w = _linear_weights(in_h, out_h, align, half)
-        x_lo, x_hi, x_w = _linear_weights(in_w, out_w, align, half)
-        return (y_lo, y_hi, y_w[None, :, None, None], x_lo, x_hi, x_w[None, None, :, None])
+    setups: dict[tuple[int, ...], _BilinearSetup] = {}
 
     def resize(images: np.ndarray, size: np.ndarray) -> np.ndarray:
         if half and align:
             raise _mode_error()
         out_h, out_w = _validate(images, size)
-        _, in_h, in_w, _ = images.shape
+        n, in_h, in_w, c = images.shape
         images = images.astype(_F32, copy=False)
-        if images.shape[0] == 0:
-            return np.zeros((0, out_h, out_w, images.shape[3]), _F32)
+        if n == 0:
+            return np.zeros((0, out_h, out_w, c), _F32)
         if in_h == out_h and in_w == out_w:
             return images
-        y_lo, y_hi, y_w, x_lo, x_hi, x_w = plan(in_h, in_w, out_h, out_w)
+        key = (n, in_h, in_w, c, out_h, out_w)
+        setup = setups.get(key)
+        if setup is None:
+            if len(setups) >= _CACHE_LIMIT:
+                setups.clear()
+            setup = setups[key] = _BilinearSetup(*key, align, half)
+        y_lo, y_hi, y_w, x_lo, x_hi, x_wide = setup.weights
+        step, rows_first = setup.step, setup.rows_first
+        ws = scratch(setup.key, setup.scratch)
 
-        def lerp_x(rows: np.ndarray) -> np.ndarray:
-            left = np.take(rows, x_lo, axis=2)
-            lerped: np.ndarray = left + (np.take(rows, x_hi, axis=2) - left) * x_w
-            return lerped
+        def lerp_x(rows: np.ndarray, dest: np.ndarray) -> None:
+            # dest = left + (right - left) * weight, in TensorFlow's operation order.
+            left = ws.left[:dest.size].reshape(dest.shape)
+            rows.take(x_lo, axis=2, out=left.reshape(rows.shape[:2] + (out_w, c)), mode=_CLIP)
+            rows.take(x_hi, axis=2, out=dest.reshape(rows.shape[:2] + (out_w, c)), mode=_CLIP)
+            dest -= left
+            dest *= x_wide
+            dest += left
 
-        # Same operation order as TensorFlow: lerp along x, then along y. Each source row is
-        # lerped along x once when upsampling; when shrinking a lot, only the rows used are.
-        if in_h <= 2 * out_h:
-            along_x = lerp_x(images)
-            top, bottom = np.take(along_x, y_lo, axis=1), np.take(along_x, y_hi, axis=1)
-        else:
-            top = lerp_x(np.take(images, y_lo, axis=1))
-            bottom = lerp_x(np.take(images, y_hi, axis=1))
-        out: np.ndarray = top + (bottom - top) * y_w
-        return out
+        out = np.empty((n, out_h, out_w * c), _F32)
+        for first in range(0, n, step):
+            block = images[first:first + step]
+            count = block.shape[0]
+            result = out[first:first + count]
+            top = ws.top[:count]
+            # Lerp along x, then along y, as TensorFlow does.
+            if not rows_first:
+                along_x = ws.along_x[:count]
+                lerp_x(block, along_x)
+                along_x.take(y_lo, axis=1, out=top, mode=_CLIP)
+                along_x.take(y_hi, axis=1, out=result, mode=_CLIP)
+            else:
+                rows = ws.rows[:count]
+                block.take(y_lo, axis=1, out=rows, mode=_CLIP)
+                lerp_x(rows, top)
+                block.take(y_hi, axis=1, out=rows, mode=_CLIP)
+                lerp_x(rows, result)
+            result -= top
+            result *= y_w
+            result += top
+        return out.reshape(n, out_h, out_w, c)
 
     return resize
 

@@ -1,11 +1,14 @@
-"""Helpers shared by the nn_ops kernels: data formats and window geometry (dtype helpers
-are in ``math_ops_common``)."""
+"""Helpers shared by the nn_ops kernels: data formats, window geometry, per-thread scratch
+buffers and values derived from constant weights (dtype helpers are in ``math_ops_common``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -144,3 +147,137 @@ def scalar_int(value: Any, what: str, op: str) -> int:
     if array.ndim != 0:
         raise InvalidArgumentError(f"{op}: {what} must be a scalar, got shape {list(array.shape)}")
     return int(array)
+
+
+# --- per-thread scratch ------------------------------------------------------------------------
+
+
+class Sized(Protocol):
+    nbytes: int
+
+
+S = TypeVar("S", bound=Sized)
+
+# Scratch kept per thread, least recently used dropped first beyond this many bytes.
+_SCRATCH_LIMIT = 32 << 20
+_local = threading.local()
+
+
+class Key:
+    """A hashable value whose hash is computed once: scratch is looked up on every call."""
+
+    __slots__ = ("_hash", "value")
+
+    def __init__(self, value: Hashable) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, Key) and self.value == other.value)
+
+
+def scratch(key: Hashable, build: Callable[[], S]) -> S:
+    """This thread's scratch object for ``key``, built on first use and reused afterwards.
+
+    Kernels run concurrently on several request threads, so scratch is never shared between
+    threads; within a thread a plan runs one kernel at a time. The key must pin down everything
+    that the object's contents depend on (e.g. which cells of a padded buffer stay zero).
+    Objects larger than the whole allowance are built afresh on every call.
+    """
+    cache: OrderedDict[Hashable, Sized] | None = getattr(_local, "cache", None)
+    if cache is None:
+        cache = _local.cache = OrderedDict()
+        _local.nbytes = 0
+    found = cache.get(key)
+    if found is not None:
+        cache.move_to_end(key)
+        return found  # type: ignore[return-value]
+    built = build()
+    if built.nbytes > _SCRATCH_LIMIT:
+        return built  # too big to keep: used once and freed
+    cache[key] = built
+    _local.nbytes += built.nbytes
+    while _local.nbytes > _SCRATCH_LIMIT and len(cache) > 1:
+        _, dropped = cache.popitem(last=False)
+        _local.nbytes -= dropped.nbytes
+    return built
+
+
+def view(base: np.ndarray, shape: Sequence[int], strides: Sequence[int],
+         offset: int = 0) -> np.ndarray:
+    """A strided view into contiguous ``base`` (``offset`` and ``strides`` in elements)."""
+    item = base.itemsize
+    return np.ndarray(tuple(shape), base.dtype, base, offset * item,  # type: ignore[call-overload]
+                      tuple(s * item for s in strides))
+
+
+# --- values derived from constant weights ------------------------------------------------------
+
+
+def is_constant(array: np.ndarray) -> bool:
+    """True when nothing can change ``array``'s contents: it and every array it views are
+    read-only, down to immutable memory (constants and frozen variables are made this way)."""
+    while True:
+        if array.flags.writeable:
+            return False
+        base = array.base
+        if not isinstance(base, np.ndarray):
+            return base is None or isinstance(base, bytes)
+        array = base
+
+
+T = TypeVar("T")
+
+
+class Derived:
+    """Values computed from a kernel's weight arrays, remembered while the arrays are constant.
+
+    Keyed by the arrays' identities plus an extra key; the entry holds the arrays, so an identity
+    is never reused while cached. Arrays that may change are derived afresh on every call.
+    """
+
+    def __init__(self, limit: int = 8) -> None:
+        self._limit = limit
+        self._entries: dict[Hashable, tuple[tuple[np.ndarray, ...], Any]] = {}
+
+    def get(self, arrays: tuple[np.ndarray, ...], extra: Hashable,
+            build: Callable[[], T]) -> T:
+        key = (*map(id, arrays), extra)
+        hit = self._entries.get(key)
+        if hit is not None:
+            cached = hit[0]
+            if all(map(operator.is_, cached, arrays)):
+                return hit[1]  # type: ignore[no-any-return]
+        value = build()
+        if all(is_constant(a) for a in arrays):
+            if len(self._entries) >= self._limit:
+                self._entries.clear()
+            self._entries[key] = (arrays, value)
+        return value
+
+
+_TILES = Derived(limit=256)
+# Below this many elements the plain broadcast's lower call overhead wins.
+WIDE_MIN_SIZE = 8192
+
+
+def tiled(vector: np.ndarray, reps: int) -> np.ndarray:
+    """``np.tile(vector, reps)``, remembered for constant vectors (biases, scales)."""
+    return _TILES.get((vector,), reps, lambda: np.tile(vector, reps))
+
+
+def channel_op(ufunc: np.ufunc, value: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """``ufunc(value, vector)`` for a [C] vector along the last axis of a feature map, as a fresh
+    array. numpy runs such a broadcast as an inner loop of C elements per pixel, which is slow for
+    the few channels of small convolutional layers; tiling the vector along an image row gives
+    inner loops of W * C. Small maps and other shapes take the plain broadcast."""
+    if (value.size < WIDE_MIN_SIZE or value.ndim < 3 or vector.ndim != 1 or vector.shape[0] != value.shape[-1]
+            or not value.flags.c_contiguous or value.dtype != vector.dtype):
+        return ufunc(value, vector)  # type: ignore[no-any-return]
+    width = value.shape[-2] * value.shape[-1]
+    out = np.empty_like(value)
+    ufunc(value.reshape(-1, width), tiled(vector, value.shape[-2]), out=out.reshape(-1, width))
+    return out

@@ -1,45 +1,42 @@
 """2-D convolution kernels: Conv2D, DepthwiseConv2dNative, Conv2DBackpropInput and the fused forms.
 
-Convolution as a sum over filter taps: for tap (i, j) the strided slice of the padded input that
-the tap reads is multiplied by the filter's [in, out] matrix and accumulated. numpy hands each
-product to BLAS without copying the slice; at batch 1 this beat a materialised im2col matrix
-except for tiny channel counts, where the per-tap matmuls are too thin. Those, and large batches,
-use im2col in cache-sized blocks of images. 1x1 filters are a single matmul.
-
-Inputs are NHWC internally; NCHW nodes are transposed in and out.
+The kernels validate, pick an algorithm once per input shape (``nn_ops_conv_gemm``,
+``nn_ops_depthwise``, ``nn_ops_conv_transpose``) and remember the filter in the layout that
+algorithm multiplies with while the filter is a constant. Inputs are NHWC internally; NCHW nodes
+are transposed in and out. Half-precision types compute in float32, as TensorFlow's CPU kernels
+accumulate them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from runtime.errors import InvalidArgumentError
-from runtime.kernels.math_ops_common import FLOAT32, Kernel, Tensor
+from runtime.errors import InvalidArgumentError, UnimplementedError
+from runtime.kernels.math_ops_common import FLOAT32, Kernel
 from runtime.kernels.nn_ops_common import (
     LOW_FLOATS,
+    Derived,
     Window,
     channels_last,
     check_padding,
     explicit_pads,
-    pad_hw,
     spatial_pair,
-    taps,
     to_nchw,
     to_nhwc,
     window,
 )
-from runtime.kernels.nn_ops_fused import Epilogue, build_epilogue
+from runtime.kernels.nn_ops_conv_gemm import ConvAlgorithm, ConvShape, Weights, choose
+from runtime.kernels.nn_ops_conv_transpose import TransposeConv, TransposeWeights
+from runtime.kernels.nn_ops_depthwise import Depthwise, DepthwiseShape
+from runtime.kernels.nn_ops_fused import Epilogue, bias_arg, build_epilogue
 from runtime.kernels.registry import NodeContext, kernel
 
-# At or below this many input channels (per group), im2col beats per-tap matmuls.
-_IM2COL_MAX_CHANNELS = 8
-# A batch with at least this many output pixels in all also goes faster through im2col, in
-# blocks of about this many patch rows.
-_IM2COL_MIN_ROWS = 8192
-_IM2COL_BLOCK_ROWS = 2048
+# Input shapes remembered per kernel (a node sees a few batch sizes).
+_PLANS_PER_KERNEL = 16
 
 
 @dataclass(frozen=True)
@@ -74,57 +71,68 @@ def _check_4d(op: str, x: np.ndarray, f: np.ndarray) -> None:
         raise InvalidArgumentError(f"{op}: filter must be 4-dimensional, got {list(f.shape)}")
 
 
-def _im2col(xp: np.ndarray, f: np.ndarray, rows: Window, cols: Window,
-            tap_slices: list[tuple[int, int, tuple[slice, slice]]]) -> np.ndarray:
-    """Convolution as patches x filter matrix, a block of whole images at a time so that the
-    patch matrix stays cache-sized."""
-    n = xp.shape[0]
-    kh, kw, c, o = f.shape
-    pixels = rows.out * cols.out
-    per_block = max(1, min(n, _IM2COL_BLOCK_ROWS // max(pixels, 1)))
-    out = np.empty((n, rows.out, cols.out, o), dtype=np.result_type(xp.dtype, f.dtype))
-    patches = np.empty((per_block, rows.out, cols.out, kh, kw, c), dtype=xp.dtype)
-    flat_filter = f.reshape(kh * kw * c, o)
-    for begin in range(0, n, per_block):
-        end = min(n, begin + per_block)
-        block = patches[:end - begin]
-        for i, j, (r, s) in tap_slices:
-            block[:, :, :, i, j, :] = xp[begin:end, r, s, :]
-        np.matmul(block.reshape(-1, kh * kw * c), flat_filter,
-                  out=out[begin:end].reshape(-1, o))
-    return out
+def _compute_dtype(*dtypes: np.dtype) -> np.dtype:
+    if any(d in LOW_FLOATS for d in dtypes):
+        return FLOAT32
+    return np.result_type(*dtypes)
 
 
-def _conv_taps(xp: np.ndarray, f: np.ndarray, rows: Window, cols: Window,
-               attrs: ConvAttrs) -> Tensor:
-    """NHWC convolution of the padded input ``xp`` with an HWIO filter of matching depth."""
-    n = xp.shape[0]
-    kh, kw, c, o = f.shape
-    if kh == 1 and kw == 1 and xp.shape[1:3] == (rows.out, cols.out):
-        return (xp.reshape(-1, c) @ f.reshape(c, o)).reshape(n, rows.out, cols.out, o)
-    tap_slices = taps(rows, cols, kh, kw, attrs.strides, attrs.dilations)
-    if kh * kw > 1 and (
-        c <= _IM2COL_MAX_CHANNELS or n > 1 and n * rows.out * cols.out >= _IM2COL_MIN_ROWS
-    ):
-        return _im2col(xp, f, rows, cols, tap_slices)
-    out: np.ndarray | None = None
-    for i, j, (r, s) in tap_slices:
-        term = np.matmul(xp[:, r, s, :], f[i, j])
-        if out is None:
-            out = term
-        else:
-            out += term
-    if out is None:  # a filter with no taps
-        return np.zeros((n, rows.out, cols.out, o), dtype=xp.dtype)
-    return out
+P = TypeVar("P")
 
 
-def conv2d_nhwc(x: np.ndarray, f: np.ndarray, attrs: ConvAttrs, op: str = "Conv2D") -> Tensor:
-    """Conv2D of NHWC ``x`` in its compute dtype (float32 for half types); grouped when the
-    filter's input depth divides the input depth."""
-    _check_4d(op, x, f)
-    _, h, w, c = x.shape
-    kh, kw, fc, o = f.shape
+class _Plans(Generic[P]):
+    """A kernel's plans by input shape, built on first sight of a shape."""
+
+    def __init__(self, build: Callable[..., P]) -> None:
+        self._build = build
+        self._plans: dict[Hashable, P] = {}
+
+    def get(self, *key: Any) -> P:
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._build(*key)
+            if len(self._plans) >= _PLANS_PER_KERNEL:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+
+# --- Conv2D ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ConvPlan:
+    groups: int
+    depth: int  # input channels per group
+    width: int  # output channels per group
+    dtype: np.dtype
+    algorithm: ConvAlgorithm
+
+    def prepare(self, f: np.ndarray, bias: np.ndarray | None) -> list[Weights]:
+        f = f.astype(self.dtype, copy=False)
+        if bias is not None:
+            bias = bias.astype(self.dtype, copy=False)
+        w = self.width
+        return [
+            self.algorithm.prepare(f[..., g * w:(g + 1) * w],
+                                   None if bias is None else bias[g * w:(g + 1) * w])
+            for g in range(self.groups)
+        ]
+
+    def run(self, x: np.ndarray, weights: list[Weights], relu: bool) -> np.ndarray:
+        x = x.astype(self.dtype, copy=False)
+        if self.groups == 1:
+            return self.algorithm(x, weights[0], relu)
+        d = self.depth
+        parts = [self.algorithm(x[..., g * d:(g + 1) * d], weights[g], relu)
+                 for g in range(self.groups)]
+        return np.concatenate(parts, axis=-1)
+
+
+def _conv_plan(attrs: ConvAttrs, op: str, x_shape: tuple[int, ...], f_shape: tuple[int, ...],
+               x_dtype: np.dtype, f_dtype: np.dtype) -> _ConvPlan:
+    n, h, w, c = x_shape
+    kh, kw, fc, o = f_shape
     if fc == 0 or c % fc:
         raise InvalidArgumentError(
             f"{op}: input depth must be evenly divisible by filter depth: {c} vs {fc}"
@@ -134,59 +142,99 @@ def conv2d_nhwc(x: np.ndarray, f: np.ndarray, attrs: ConvAttrs, op: str = "Conv2
         raise InvalidArgumentError(
             f"{op}: output depth must be evenly divisible by number of groups: {o} vs {groups}"
         )
-    if x.dtype in LOW_FLOATS:
-        x, f = x.astype(FLOAT32), f.astype(FLOAT32)
     rows, cols = attrs.geometry(h, w, kh, kw)
-    xp = pad_hw(x, rows, cols)
-    if groups == 1:
-        return _conv_taps(xp, f, rows, cols, attrs)
-    og = o // groups
-    parts = [
-        _conv_taps(xp[..., g * fc:(g + 1) * fc], f[..., g * og:(g + 1) * og], rows, cols, attrs)
-        for g in range(groups)
-    ]
-    return np.concatenate(parts, axis=-1)
+    dtype = _compute_dtype(x_dtype, f_dtype)
+    shape = ConvShape(n, h, w, fc, kh, kw, o // groups, attrs.strides, attrs.dilations, rows, cols,
+                      dtype)
+    return _ConvPlan(groups, fc, o // groups, dtype, choose(shape))
 
 
-def depthwise_nhwc(x: np.ndarray, f: np.ndarray, attrs: ConvAttrs,
-                   op: str = "DepthwiseConv2dNative") -> np.ndarray:
-    """Depthwise convolution of NHWC ``x`` with a [kh, kw, in, multiplier] filter; output
-    channel ``c * multiplier + m``. Returned in the compute dtype."""
-    _check_4d(op, x, f)
-    n, h, w, c = x.shape
-    kh, kw, fc, m = f.shape
+# (NHWC input, filter, bias or None, relu) -> NHWC output in the compute dtype, a fresh array
+ConvCore = Callable[[np.ndarray, np.ndarray, "np.ndarray | None", bool], np.ndarray]
+
+
+def _conv_core(node: NodeContext, attrs: ConvAttrs) -> ConvCore:
+    op = node.op
+    plans: _Plans[_ConvPlan] = _Plans(lambda *key: _conv_plan(attrs, op, *key))
+    weights = Derived()
+
+    def run(x: np.ndarray, f: np.ndarray, bias: np.ndarray | None, relu: bool) -> np.ndarray:
+        _check_4d(op, x, f)
+        plan = plans.get(x.shape, f.shape, x.dtype, f.dtype)
+        if bias is None:
+            prepared = weights.get((f,), (plan.algorithm.filter_key, plan.dtype),
+                                   lambda: plan.prepare(f, None))
+        else:
+            b = bias_arg((bias,), plan.groups * plan.width)
+            prepared = weights.get((f, b), (plan.algorithm.filter_key, plan.dtype),
+                                   lambda: plan.prepare(f, b))
+        return plan.run(x, prepared, relu)
+
+    return run
+
+
+# --- DepthwiseConv2dNative ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _DepthwisePlan:
+    dtype: np.dtype
+    algorithm: Depthwise
+
+
+def _depthwise_plan(attrs: ConvAttrs, op: str, x_shape: tuple[int, ...],
+                    f_shape: tuple[int, ...], x_dtype: np.dtype,
+                    f_dtype: np.dtype) -> _DepthwisePlan:
+    n, h, w, c = x_shape
+    kh, kw, fc, m = f_shape
     if fc != c:
         raise InvalidArgumentError(
             f"{op}: input and filter must have the same depth: {c} vs {fc}"
         )
-    if x.dtype in LOW_FLOATS:
-        x, f = x.astype(FLOAT32), f.astype(FLOAT32)
     rows, cols = attrs.geometry(h, w, kh, kw)
-    xp = pad_hw(x, rows, cols)
-    out: np.ndarray | None = None
-    scratch = np.empty((n, rows.out, cols.out, c, m), dtype=x.dtype)
-    for i, j, (r, s) in taps(rows, cols, kh, kw, attrs.strides, attrs.dilations):
-        if out is None:
-            out = xp[:, r, s, :, None] * f[i, j]
-        else:
-            np.multiply(xp[:, r, s, :, None], f[i, j], out=scratch)
-            out += scratch
-    if out is None:  # a filter with no taps
-        out = np.zeros_like(scratch)
-    return out.reshape(n, rows.out, cols.out, c * m)
+    dtype = _compute_dtype(x_dtype, f_dtype)
+    shape = DepthwiseShape(n, h, w, c, kh, kw, m, attrs.strides, attrs.dilations, rows, cols,
+                           dtype)
+    return _DepthwisePlan(dtype, Depthwise(shape))
 
 
-# conv2d_nhwc or depthwise_nhwc: (NHWC input, filter, attrs, op name) -> NHWC output
-ConvCore = Callable[[np.ndarray, np.ndarray, "ConvAttrs", str], Tensor]
+def _depthwise_core(node: NodeContext, attrs: ConvAttrs) -> ConvCore:
+    op = node.op
+    plans: _Plans[_DepthwisePlan] = _Plans(lambda *key: _depthwise_plan(attrs, op, *key))
+    weights = Derived()
+
+    def run(x: np.ndarray, f: np.ndarray, bias: np.ndarray | None, relu: bool) -> np.ndarray:
+        _check_4d(op, x, f)
+        plan = plans.get(x.shape, f.shape, x.dtype, f.dtype)
+        algorithm, dtype = plan.algorithm, plan.dtype
+        arrays: tuple[np.ndarray, ...] = (f,)
+        if bias is not None:
+            bias = bias_arg((bias,), f.shape[2] * f.shape[3])
+            arrays = (f, bias)
+
+        def prepare() -> Weights:
+            b = None if bias is None else bias.astype(dtype, copy=False)
+            return algorithm.prepare(f.astype(dtype, copy=False), b)
+
+        prepared = weights.get(arrays, (algorithm.filter_key, dtype), prepare)
+        return algorithm(x.astype(dtype, copy=False), prepared, relu)
+
+    return run
 
 
-def _nhwc_kernel(node: NodeContext, conv: ConvCore) -> Kernel:
+# --- kernels -----------------------------------------------------------------------------------
+
+
+CoreFactory = Callable[[NodeContext, ConvAttrs], ConvCore]
+
+
+def _nhwc_kernel(node: NodeContext, core_factory: CoreFactory) -> Kernel:
     attrs = ConvAttrs.of(node)
+    core = core_factory(node, attrs)
 
     def run(x: np.ndarray, f: np.ndarray) -> np.ndarray:
         dtype = x.dtype
-        y = conv(x if attrs.nhwc else to_nhwc(x), f, attrs, node.op)
-        y = y.astype(dtype, copy=False)
+        y = core(x if attrs.nhwc else to_nhwc(x), f, None, False).astype(dtype, copy=False)
         return y if attrs.nhwc else to_nchw(y)
 
     return run
@@ -194,20 +242,22 @@ def _nhwc_kernel(node: NodeContext, conv: ConvCore) -> Kernel:
 
 @kernel("Conv2D")
 def conv2d(node: NodeContext) -> Kernel:
-    return _nhwc_kernel(node, conv2d_nhwc)
+    return _nhwc_kernel(node, _conv_core)
 
 
 @kernel("DepthwiseConv2dNative")
 def depthwise_conv2d(node: NodeContext) -> Kernel:
-    return _nhwc_kernel(node, depthwise_nhwc)
+    return _nhwc_kernel(node, _depthwise_core)
 
 
-# --- fused forms -------------------------------------------------------------------------------
-
-
-def _fused_kernel(node: NodeContext, conv: ConvCore, epilogue: Epilogue) -> Kernel:
+def _fused_kernel(node: NodeContext, core_factory: CoreFactory, epilogue: Epilogue) -> Kernel:
     attrs = ConvAttrs.of(node)
-    apply, side_input = epilogue.apply, epilogue.side_input
+    core = core_factory(node, attrs)
+    apply, after_bias, side_input = epilogue.apply, epilogue.after_bias, epilogue.side_input
+    post = epilogue.post
+    # BiasAdd, then nothing or a Relu: the convolution does both as it stores its result.
+    direct = epilogue.bias_then in ("", "Relu")
+    relu = epilogue.bias_then == "Relu"
 
     def run(x: np.ndarray, f: np.ndarray, *args: np.ndarray) -> np.ndarray:
         dtype = x.dtype
@@ -220,8 +270,15 @@ def _fused_kernel(node: NodeContext, conv: ConvCore, epilogue: Epilogue) -> Kern
             if side_input is not None:
                 args = args[:side_input] + (to_nhwc(args[side_input]),) + args[side_input + 1:]
         # The convolution's result is a fresh array: the epilogue may work in place on it.
-        y = conv(x, f, attrs, node.op)
-        y = apply(y, args).astype(dtype, copy=False)
+        if direct:
+            y = core(x, f, args[0], relu)
+            if post is not None:
+                y = post(y, args)
+        elif after_bias is not None:
+            y = after_bias(core(x, f, args[0], False), args)
+        else:
+            y = apply(core(x, f, None, False), args)
+        y = y.astype(dtype, copy=False)
         return y if attrs.nhwc else to_nchw(y)
 
     return run
@@ -232,12 +289,12 @@ def fused_conv2d(node: NodeContext) -> Kernel:
     if node.attr("filter_format", "HWIO") != "HWIO":
         raise InvalidArgumentError("_FusedConv2D: filter_format must be HWIO on CPU",
                                    node=node.name, op=node.op)
-    return _fused_kernel(node, conv2d_nhwc, build_epilogue(node))
+    return _fused_kernel(node, _conv_core, build_epilogue(node))
 
 
 @kernel("_FusedDepthwiseConv2dNative")
 def fused_depthwise_conv2d(node: NodeContext) -> Kernel:
-    return _fused_kernel(node, depthwise_nhwc, build_epilogue(node))
+    return _fused_kernel(node, _depthwise_core, build_epilogue(node))
 
 
 # --- Conv2DBackpropInput (transposed convolution) ----------------------------------------------
@@ -256,47 +313,101 @@ def _input_sizes(sizes: np.ndarray, f: np.ndarray, dy: np.ndarray, nhwc: bool) -
     )
 
 
-def conv2d_backprop_input_nhwc(sizes: Sequence[int], f: np.ndarray, dy: np.ndarray,
-                               attrs: ConvAttrs) -> np.ndarray:
+def _transpose_plan(attrs: ConvAttrs, sizes: tuple[int, int, int, int],
+                    f_shape: tuple[int, ...], dy_shape: tuple[int, ...],
+                    dtype: np.dtype) -> TransposeConv:
     op = "Conv2DBackpropInput"
-    _check_4d(op, dy, f)
     n, h, w, c = sizes
-    kh, kw, fc, o = f.shape
+    kh, kw, fc, o = f_shape
     if fc != c:
         raise InvalidArgumentError(
             f"{op}: input depth {c} does not match the filter's input depth {fc}"
         )
+    if min(sizes) < 0:
+        raise InvalidArgumentError(f"{op}: input_sizes must be nonnegative, got {list(sizes)}")
     rows, cols = attrs.geometry(h, w, kh, kw)
     expected = (n, rows.out, cols.out, o)
-    if dy.shape != expected:
+    if dy_shape != expected:
         raise InvalidArgumentError(
-            f"{op}: out_backprop has shape {list(dy.shape)}, expected {list(expected)} for "
-            f"input_sizes {list(sizes)} and filter {list(f.shape)}"
+            f"{op}: out_backprop has shape {list(dy_shape)}, expected {list(expected)} for "
+            f"input_sizes {list(sizes)} and filter {list(f_shape)}"
         )
-    if dy.dtype in LOW_FLOATS:
-        dy, f = dy.astype(FLOAT32), f.astype(FLOAT32)
-    # Every tap's contribution at once: [N*OH*OW, O] x [O, KH*KW*C].
-    cols_all = (dy.reshape(-1, o) @ f.reshape(kh * kw * c, o).T).reshape(
-        n, rows.out, cols.out, kh, kw, c
-    )
-    padded = np.zeros(
-        (n, h + rows.pad_before + rows.pad_after, w + cols.pad_before + cols.pad_after, c),
-        dtype=cols_all.dtype,
-    )
-    for i, j, (r, s) in taps(rows, cols, kh, kw, attrs.strides, attrs.dilations):
-        padded[:, r, s, :] += cols_all[:, :, :, i, j, :]
-    return padded[:, rows.pad_before:rows.pad_before + h, cols.pad_before:cols.pad_before + w]
+    return TransposeConv(sizes, kh, kw, o, (rows.out, cols.out), attrs.strides, attrs.dilations,
+                         rows, cols, dtype)
+
+
+def _transpose_core(attrs: ConvAttrs) -> Callable[..., np.ndarray]:
+    """(input_sizes in the node's format, filter, NHWC dy, bias or None, relu) -> NHWC result
+    in the compute dtype."""
+    plans: _Plans[TransposeConv] = _Plans(lambda *key: _transpose_plan(attrs, *key))
+    weights = Derived()
+
+    def run(input_sizes: np.ndarray, f: np.ndarray, dy: np.ndarray, bias: np.ndarray | None,
+            relu: bool) -> np.ndarray:
+        _check_4d("Conv2DBackpropInput", dy, f)
+        sizes = _input_sizes(input_sizes, f, dy, attrs.nhwc)
+        compute = _compute_dtype(dy.dtype, f.dtype)
+        plan = plans.get(sizes, f.shape, dy.shape, compute)
+        arrays: tuple[np.ndarray, ...] = (f,)
+        if bias is not None:
+            bias = bias_arg((bias,), sizes[3])
+            arrays = (f, bias)
+
+        def prepare() -> TransposeWeights:
+            b = None if bias is None else bias.astype(compute, copy=False)
+            return plan.prepare(f.astype(compute, copy=False), b)
+
+        prepared = weights.get(arrays, (plan.filter_key, compute), prepare)
+        return plan(dy.astype(compute, copy=False), prepared, relu)
+
+    return run
 
 
 @kernel("Conv2DBackpropInput")
 def conv2d_backprop_input(node: NodeContext) -> Kernel:
     attrs = ConvAttrs.of(node)
+    core = _transpose_core(attrs)
 
     def run(input_sizes: np.ndarray, f: np.ndarray, dy: np.ndarray) -> np.ndarray:
-        sizes = _input_sizes(input_sizes, f, dy, attrs.nhwc)
         dtype = dy.dtype
-        grad = conv2d_backprop_input_nhwc(sizes, f, dy if attrs.nhwc else to_nhwc(dy), attrs)
-        grad = grad.astype(dtype, copy=False)
-        return grad if attrs.nhwc else to_nchw(grad)
+        if attrs.nhwc:
+            return core(input_sizes, f, dy, None, False).astype(dtype, copy=False)
+        grad = core(input_sizes, f, to_nhwc(dy), None, False)
+        return to_nchw(grad.astype(dtype, copy=False))
+
+    return run
+
+
+@kernel("_FusedConv2DBackpropInput")
+def fused_conv2d_backprop_input(node: NodeContext) -> Kernel:
+    """Conv2DBackpropInput followed by ``fused_ops`` (BiasAdd and an activation, as a
+    transposed-convolution layer ends): this runtime's own fused op, which the optimizer may
+    form; TensorFlow has none."""
+    attrs = ConvAttrs.of(node)
+    core = _transpose_core(attrs)
+    epilogue = build_epilogue(node, allow_batch_norm=False)
+    if epilogue.side_input is not None:
+        raise UnimplementedError(f"{node.op}: a side input is not supported", node=node.name,
+                                 op=node.op)
+    direct = epilogue.bias_then in ("", "Relu")
+    relu = epilogue.bias_then == "Relu"
+
+    def run(input_sizes: np.ndarray, f: np.ndarray, dy: np.ndarray,
+            *args: np.ndarray) -> np.ndarray:
+        dtype = dy.dtype
+        if len(args) < epilogue.num_args:
+            raise InvalidArgumentError(
+                f"{node.op}: expected {epilogue.num_args} fused args, got {len(args)}"
+            )
+        if not attrs.nhwc:
+            dy = to_nhwc(dy)
+        if direct:
+            y = core(input_sizes, f, dy, args[0], relu)
+            if epilogue.post is not None:
+                y = epilogue.post(y, args)
+        else:
+            y = epilogue.apply(core(input_sizes, f, dy, None, False), args)
+        y = y.astype(dtype, copy=False)
+        return y if attrs.nhwc else to_nchw(y)
 
     return run

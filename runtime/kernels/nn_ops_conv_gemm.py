@@ -1,0 +1,359 @@
+"""Convolution as matrix products: the algorithms behind Conv2D (and, through it,
+Conv2DBackpropInput), chosen once per input shape.
+
+- ``Pointwise``: a 1x1 filter without padding is one product of the (strided) pixels with the
+  filter matrix.
+- ``Patches`` (im2col): each output pixel's receptive field copied into a row of a patch
+  matrix, straight from a strided view of the padded input, then one product with the filter
+  matrix written into the output. The copy moves runs of ``kw * C`` values; with few input
+  channels those runs are too short to copy fast.
+- ``ChannelMajor``: for few input channels. The input is laid out as a phase grid (see
+  ``nn_ops_grid``), where every tap's patch row is one long contiguous run, so building the patch
+  matrix is a handful of big copies; the product is computed for the grid's cells and the valid
+  outputs cropped out.
+
+The bias rides in the product: the patch matrix has a column (row) of ones and the filter matrix
+the bias as an extra row. A fused Relu is applied by the pass that crops the channel-major result
+(in place after the product otherwise). Work is done in blocks of whole images (or image rows)
+sized to stay in cache and below the size at which OpenBLAS goes multi-threaded; padded inputs
+and patch matrices live in per-thread scratch buffers reused from call to call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime.kernels.nn_ops_common import WIDE_MIN_SIZE, Key, Window, scratch, tiled, view
+from runtime.kernels.nn_ops_grid import Grid, grid_axis
+
+# Fewer input channels than this take the channel-major path.
+CHANNEL_MAJOR_BELOW = 8
+# Rows of the patch matrix per block (grid cells for the channel-major path), at most.
+_BLOCK_ROWS = 2048
+# OpenBLAS hands a product of at least this many multiply-adds (m * n * k) to a second thread.
+# Its workers then spin for a while, taking a core from the caller: on a busy machine that turns
+# a millisecond into tens. The blocks stay below it where they can.
+_SINGLE_THREAD_MNK = 524288
+
+
+def block_rows(k: int, o: int) -> int:
+    """Patch rows per block for a [rows, k] x [k, o] product."""
+    return max(64, min(_BLOCK_ROWS, (_SINGLE_THREAD_MNK - 1) // max(k * o, 1)))
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """Everything a Conv2D computation depends on besides the values (NHWC, HWIO filter)."""
+
+    n: int
+    h: int
+    w: int
+    c: int
+    kh: int
+    kw: int
+    o: int
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+    rows: Window
+    cols: Window
+    dtype: np.dtype
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        return (self.n, self.rows.out, self.cols.out, self.o)
+
+    @property
+    def padded(self) -> bool:
+        return any((self.rows.pad_before, self.rows.pad_after, self.cols.pad_before,
+                    self.cols.pad_after))
+
+
+def relu_(y: np.ndarray) -> np.ndarray:
+    # TensorFlow's fused Relu maps NaN to 0, as fmax does.
+    return np.fmax(y, 0, out=y)
+
+
+def add_bias_(y: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """``y += bias`` along the last axis of a fresh C-contiguous ``y``, in long inner loops."""
+    if bias is None or y.size == 0:
+        return y
+    if y.size < WIDE_MIN_SIZE or y.ndim < 2:
+        np.add(y, bias, out=y)
+    else:
+        rows = y.reshape(-1, y.shape[-2] * y.shape[-1])
+        np.add(rows, tiled(bias, y.shape[-2]), out=rows)
+    return y
+
+
+Weights = tuple[np.ndarray, "np.ndarray | None"]  # (filter matrix, bias not folded into it)
+
+
+class ConvAlgorithm:
+    """``prepare(f, bias)`` turns an HWIO filter and optional bias into the weights the
+    algorithm multiplies with (callers cache them for constants; ``filter_key`` names their
+    layout); ``algorithm(x, weights, relu, out=None)`` computes the NHWC output into ``out``
+    (C-contiguous, of ``shape.out_shape``) or a fresh array."""
+
+    filter_key: Hashable = "hwio"
+
+    def __init__(self, shape: ConvShape) -> None:
+        self.shape = shape
+
+    def prepare(self, f: np.ndarray, bias: np.ndarray | None) -> Weights:
+        s = self.shape
+        return np.ascontiguousarray(f.reshape(s.kh * s.kw * s.c, s.o)), bias
+
+    def __call__(self, x: np.ndarray, weights: Weights, relu: bool,
+                 out: np.ndarray | None = None) -> np.ndarray:
+        raise NotImplementedError
+
+    def _output(self, out: np.ndarray | None) -> np.ndarray:
+        return np.empty(self.shape.out_shape, self.shape.dtype) if out is None else out
+
+
+def _with_bias_row(matrix: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """The filter matrix with the bias (or zeros) as an extra last row."""
+    extra = np.zeros((1, matrix.shape[1]), matrix.dtype) if bias is None else bias[None, :]
+    return np.ascontiguousarray(np.concatenate([matrix, extra.astype(matrix.dtype)]))
+
+
+class Empty(ConvAlgorithm):
+    """No output values, or a filter without taps (every output is the bias)."""
+
+    def __call__(self, x: np.ndarray, weights: Weights, relu: bool,
+                 out: np.ndarray | None = None) -> np.ndarray:
+        y = self._output(out)
+        y.fill(0)
+        add_bias_(y, weights[1])
+        return relu_(y) if relu else y
+
+
+class _Pixels:
+    def __init__(self, shape: ConvShape) -> None:
+        self.pixels = np.empty((shape.n * shape.rows.out * shape.cols.out, shape.c + 1),
+                               shape.dtype)
+        self.pixels[:, shape.c] = 1  # the bias column
+        self.nbytes = self.pixels.nbytes
+
+
+class Pointwise(ConvAlgorithm):
+    """Pixels read in place when every one is used; otherwise gathered into scratch, with a
+    column of ones that carries the bias."""
+
+    def __init__(self, shape: ConvShape) -> None:
+        super().__init__(shape)
+        s = shape
+        self.in_place = s.strides == (1, 1) and (s.h, s.w) == (s.rows.out, s.cols.out)
+        self.filter_key = "hwio" if self.in_place else "hwio+bias"
+        self.key = Key(("conv-pointwise", shape))
+
+    def prepare(self, f: np.ndarray, bias: np.ndarray | None) -> Weights:
+        if self.in_place:
+            return super().prepare(f, bias)
+        matrix, _ = super().prepare(f, None)
+        return _with_bias_row(matrix, bias), None
+
+    def __call__(self, x: np.ndarray, weights: Weights, relu: bool,
+                 out: np.ndarray | None = None) -> np.ndarray:
+        s = self.shape
+        (sh, sw), oh, ow = s.strides, s.rows.out, s.cols.out
+        if self.in_place:
+            pixels = x.reshape(-1, s.c)
+        else:
+            pixels = scratch(self.key, lambda: _Pixels(s)).pixels
+            np.copyto(pixels[:, :s.c].reshape(s.n, oh, ow, s.c),
+                      x[:, :(oh - 1) * sh + 1:sh, :(ow - 1) * sw + 1:sw])
+        y = self._output(out)
+        flat = y.reshape(-1, s.o)
+        step = block_rows(pixels.shape[1], s.o)
+        for first in range(0, flat.shape[0], step):
+            np.matmul(pixels[first:first + step], weights[0], out=flat[first:first + step])
+        add_bias_(y, weights[1])
+        return relu_(y) if relu else y
+
+
+def _blocks(n: int, per_image: int, rows_per_image: int,
+            limit: int) -> list[tuple[int, int, int, int]]:
+    """(first image, end image, first row, end row) blocks of at most about ``limit`` patch
+    rows: several whole images, or row ranges of one image when an image alone is larger."""
+    if per_image <= limit:
+        step = max(1, limit // max(per_image, 1))
+        return [(i, min(n, i + step), 0, rows_per_image) for i in range(0, n, step)]
+    step = max(1, limit * rows_per_image // per_image)
+    return [(i, i + 1, r, min(rows_per_image, r + step))
+            for i in range(n) for r in range(0, rows_per_image, step)]
+
+
+class _PatchScratch:
+    def __init__(self, shape: ConvShape, padded_hw: tuple[int, int] | None, rows: int) -> None:
+        s = shape
+        self.padded = (np.zeros((s.n, *padded_hw, s.c), s.dtype) if padded_hw is not None
+                       else None)
+        k = s.kh * s.kw * s.c
+        self.patches = np.empty((rows, k + 1), s.dtype)
+        self.patches[:, k] = 1  # the bias column
+        self.nbytes = self.patches.nbytes + (0 if self.padded is None else self.padded.nbytes)
+
+
+class Patches(ConvAlgorithm):
+    filter_key = "hwio+bias"
+
+    def __init__(self, shape: ConvShape) -> None:
+        super().__init__(shape)
+        s = shape
+        oh, ow = s.rows.out, s.cols.out
+        # The extent of the padded input that the windows read.
+        self.need_h = (oh - 1) * s.strides[0] + (s.kh - 1) * s.dilations[0] + 1
+        self.need_w = (ow - 1) * s.strides[1] + (s.kw - 1) * s.dilations[1] + 1
+        pt, pl = s.rows.pad_before, s.cols.pad_before
+        self.copy_in = pt > 0 or pl > 0 or self.need_h > s.h or self.need_w > s.w
+        # The part of the input inside that extent.
+        self.in_h = max(0, min(s.h, self.need_h - pt))
+        self.in_w = max(0, min(s.w, self.need_w - pl))
+        self.blocks = _blocks(s.n, oh * ow, oh, block_rows(s.kh * s.kw * s.c + 1, s.o))
+        self.block_rows = max((i1 - i0) * (r1 - r0) * ow for i0, i1, r0, r1 in self.blocks)
+        self.key = Key(("conv-patches", s, tuple(self.blocks)))
+
+    def prepare(self, f: np.ndarray, bias: np.ndarray | None) -> Weights:
+        matrix, _ = super().prepare(f, None)
+        return _with_bias_row(matrix, bias), None
+
+    def _scratch(self) -> _PatchScratch:
+        padded = (self.need_h, self.need_w) if self.copy_in else None
+        return _PatchScratch(self.shape, padded, self.block_rows)
+
+    def __call__(self, x: np.ndarray, weights: Weights, relu: bool,
+                 out: np.ndarray | None = None) -> np.ndarray:
+        s = self.shape
+        oh, ow = s.rows.out, s.cols.out
+        ws = scratch(self.key, self._scratch)
+        if ws.padded is not None:
+            pt, pl = s.rows.pad_before, s.cols.pad_before
+            ws.padded[:, pt:pt + self.in_h, pl:pl + self.in_w] = x[:, :self.in_h, :self.in_w]
+            src = ws.padded
+        else:
+            src = np.ascontiguousarray(x)
+        _, hh, ww, c = src.shape
+        sh, sw = s.strides
+        dh, dw = s.dilations
+        if dw == 1:  # a window row's taps are one run of kw * c values
+            windows = view(src, (s.n, oh, ow, s.kh, s.kw * c),
+                           (hh * ww * c, sh * ww * c, sw * c, dh * ww * c, 1))
+        else:
+            windows = view(src, (s.n, oh, ow, s.kh, s.kw, c),
+                           (hh * ww * c, sh * ww * c, sw * c, dh * ww * c, dw * c, 1))
+        k = s.kh * s.kw * c
+        out = self._output(out)
+        flat = out.reshape(-1, s.o)
+        for i0, i1, r0, r1 in self.blocks:
+            rows = (i1 - i0) * (r1 - r0) * ow
+            patches = ws.patches[:rows]
+            np.copyto(patches[:, :k].reshape((i1 - i0, r1 - r0) + windows.shape[2:]),
+                      windows[i0:i1, r0:r1])
+            first = (i0 * oh + r0) * ow
+            np.matmul(patches, weights[0], out=flat[first:first + rows])
+        return relu_(out) if relu else out
+
+
+class GridScratch:
+    """The grid buffer, patch matrices (one per block size: each has its own row of ones) and
+    the product buffer, with the copies of every block prepared."""
+
+    def __init__(self, grid: Grid, o: int, blocks: list[tuple[int, int]], dtype: np.dtype,
+                 taps: int, channels_outer: bool) -> None:
+        used = grid.used
+        c = grid.channels
+        self.buf = grid.buffer(dtype)
+        self.fills = grid.fill_views(self.buf)
+        patches: dict[int, np.ndarray] = {}
+        for i0, i1 in blocks:
+            m = (i1 - i0) * used
+            if m not in patches:
+                if channels_outer:
+                    patches[m] = np.empty((c, taps + 1, m), dtype)
+                    patches[m][:, taps] = 1
+                else:
+                    patches[m] = np.empty((taps * c + 1, m), dtype)
+                    patches[m][taps * c] = 1
+        width = max(patches) if patches else 0
+        self.product = np.empty(o * width, dtype)
+        self.blocks = [
+            (i0, i1, grid.patch_views(self.buf, patches[(i1 - i0) * used], i0, i1 - i0,
+                                      channels_outer), patches[(i1 - i0) * used])
+            for i0, i1 in blocks
+        ]
+        self.nbytes = self.buf.nbytes + self.product.nbytes + sum(p.nbytes for p in
+                                                                  patches.values())
+
+
+def grid_blocks(n: int, used: int, rows: int) -> list[tuple[int, int]]:
+    """Blocks of whole images, about ``rows`` grid cells each."""
+    per = max(1, rows // max(used, 1))
+    return [(i, min(n, i + per)) for i in range(0, n, per)]
+
+
+def fill_grid(fills: list[tuple[np.ndarray, tuple[slice, slice]]], x: np.ndarray) -> None:
+    for target, (rows, cols) in fills:
+        np.copyto(target, x[:, rows, cols, :].transpose(3, 0, 1, 2))
+
+
+class ChannelMajor(ConvAlgorithm):
+    def __init__(self, shape: ConvShape) -> None:
+        super().__init__(shape)
+        s = shape
+        self.grid = Grid(
+            s.n, s.c,
+            grid_axis(s.h, s.kh, s.strides[0], s.dilations[0], s.rows),
+            grid_axis(s.w, s.kw, s.strides[1], s.dilations[1], s.cols),
+            s.rows.out, s.cols.out,
+        )
+        self.order = self.grid.tap_order()
+        self.filter_key = ("taps+bias", tuple(self.order))
+        self.blocks = grid_blocks(s.n, self.grid.used, block_rows(s.kh * s.kw * s.c + 1, s.o))
+        self.key = Key(("conv-channel-major", s, tuple(self.blocks)))
+
+    def prepare(self, f: np.ndarray, bias: np.ndarray | None) -> Weights:
+        rows = np.stack([f[i, j] for i, j in self.order])  # [tap, c, o] in patch order
+        return _with_bias_row(rows.reshape(-1, self.shape.o), bias), None
+
+    def _scratch(self) -> GridScratch:
+        s = self.shape
+        return GridScratch(self.grid, s.o, self.blocks, s.dtype, s.kh * s.kw, False)
+
+    def __call__(self, x: np.ndarray, weights: Weights, relu: bool,
+                 out: np.ndarray | None = None) -> np.ndarray:
+        s = self.shape
+        ws = scratch(self.key, self._scratch)
+        fill_grid(ws.fills, x)
+        oh, ow, o = s.rows.out, s.cols.out, s.o
+        gw = self.grid.cols.cells
+        out = self._output(out)
+        lines = out.reshape(s.n, oh, ow * o)
+        for i0, i1, pairs, patches in ws.blocks:
+            for dst, src in pairs:
+                np.copyto(dst, src)
+            m = patches.shape[-1]
+            product = ws.product[:m * o].reshape(m, o)
+            np.matmul(patches.T, weights[0], out=product)
+            valid = product.reshape(i1 - i0, oh, gw * o)[:, :, :ow * o]
+            if relu:
+                np.fmax(valid, 0, out=lines[i0:i1])
+            else:
+                np.copyto(lines[i0:i1], valid)
+        return out
+
+
+def choose(shape: ConvShape) -> ConvAlgorithm:
+    s = shape
+    if s.n == 0 or s.rows.out == 0 or s.cols.out == 0 or s.o == 0 or s.kh * s.kw == 0:
+        return Empty(shape)
+    if s.kh == 1 and s.kw == 1 and not s.padded:
+        return Pointwise(shape)
+    # Strides split the grid into phases, each filled by a gather of single pixels: worth it
+    # only when the patch rows would be very short.
+    if s.c < CHANNEL_MAJOR_BELOW and (s.strides == (1, 1) or s.c <= 3):
+        return ChannelMajor(shape)
+    return Patches(shape)
