@@ -51,6 +51,11 @@ class ModelConfig:
 class ServerOptions:
     port: int = 8500
     grpc_socket_path: str = ""
+    grpc_max_threads: int = 0  # 0: 4 x CPUs, as TensorFlow Serving
+    grpc_channel_arguments: str = ""
+    ssl_config_file: str = ""
+    use_alts_credentials: bool = False
+    enable_serialization_as_tensor_content: bool = False
     rest_api_port: int = 0
     rest_api_host: str = "0.0.0.0"
     rest_api_num_threads: int = 0  # 0: 4 x CPUs, as TensorFlow Serving

@@ -2,10 +2,11 @@
 
 Start-up: read and check the model config (an invalid one ends the process with exit status
 255, as in TensorFlow Serving), hand it to the ServerCore, and open the transports at once;
-models load in the background and ``/readyz`` reports when every one has a version AVAILABLE
-(TensorFlow Serving instead blocks start-up until then). gRPC is not served yet, so ``--port``
-is left unbound; REST runs on uvicorn, which shuts down gracefully on SIGTERM/SIGINT (stops
-accepting, finishes requests in flight).
+models load in the background and ``/readyz`` (and gRPC health) report when every one has a
+version AVAILABLE (TensorFlow Serving instead blocks start-up until then). gRPC serves on
+``--port`` (and/or ``--grpc_socket_path``) from its own thread pool; REST runs on uvicorn in the
+main thread. On SIGTERM/SIGINT both stop accepting and finish the requests in flight, then the
+models are unloaded.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from serving.core.server_core import CoreOptions, ServerCore
 log = logging.getLogger("graphserve")
 
 EXIT_START_FAILED = 255  # tensorflow_model_server returns -1
+GRACE_S = 30  # how long requests in flight may take to finish at shutdown
 
 
 def build_core(options: ServerOptions) -> tuple[ServerCore, ConfigFileWatcher | None]:
@@ -83,7 +85,7 @@ def _serve_rest(core: ServerCore, options: ServerOptions) -> int:
         log_config=None,
         access_log=False,
         lifespan="off",
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=GRACE_S,
     )
     log.info("Exporting HTTP/REST API at:%s:%d ...", options.rest_api_host, options.rest_api_port)
     # uvicorn handles SIGTERM/SIGINT itself (graceful shutdown), then re-raises the signal to
@@ -109,11 +111,21 @@ def serve(options: ServerOptions) -> int:
         log.error("%s", message)
         print(message, flush=True)
         return EXIT_START_FAILED
+    grpc_server = None
+    try:
+        if options.port or options.grpc_socket_path:
+            from serving.grpc.server import GrpcOptions, start_grpc_server
+
+            grpc_server = start_grpc_server(core, GrpcOptions.from_server_options(options))
+    except OpError as err:
+        message = f"Failed to start server. Error: {err.status_text()}"
+        log.error("%s", message)
+        print(message, flush=True)
+        core.close()
+        return EXIT_START_FAILED
     if watcher is not None:
         watcher.start()
     try:
-        if options.port:
-            log.info("gRPC is not served yet: --port=%d is left unbound", options.port)
         if options.rest_api_port == 0:
             log.warning("REST API disabled (--rest_api_port=0); no API is being served")
             _wait_for_signal()
@@ -129,4 +141,6 @@ def serve(options: ServerOptions) -> int:
     finally:
         if watcher is not None:
             watcher.close()
+        if grpc_server is not None:
+            grpc_server.stop(GRACE_S).wait()
         core.close()

@@ -26,12 +26,14 @@ from google.protobuf.message import DecodeError
 
 from protos.tensorflow_serving.apis import prediction_log_pb2
 from runtime.errors import DataLossError, InvalidArgumentError, UnimplementedError
-from runtime.saved_model import DEFAULT_SIGNATURE_KEY
-from runtime.tensor_codec import to_ndarray
 from serving.core.single_servable import SingleServableManager
 from serving.core.tfrecord import RecordReader
+from serving.requests import proto_convert as convert
+from serving.requests.multi_inference import run_multi_inference
+from serving.requests.classify import ClassifyRequest, classify
 from serving.requests.model_spec import ModelSpec
 from serving.requests.predict import PredictRequest, predict
+from serving.requests.regress import RegressRequest, regress
 from serving.servable import ServableId
 
 if TYPE_CHECKING:
@@ -42,8 +44,6 @@ log = logging.getLogger("graphserve")
 ASSETS_EXTRA = "assets.extra"
 REQUESTS_FILE = "tf_serving_warmup_requests"
 MAX_RECORDS = 1000
-CLASSIFY_METHOD = "tensorflow/serving/classify"
-REGRESS_METHOD = "tensorflow/serving/regress"
 
 # Log types that cannot be replayed; the number is the oneof field's, which TF Serving prints.
 _UNSUPPORTED = {"session_run_log": 5, "predict_streamed_log": 7}
@@ -142,66 +142,20 @@ class _Replayer:
                 f"Unsupported log_type for warmup: {_UNSUPPORTED[kind]} ({kind})"
             )
         request = getattr(entry, kind).request
+        manager = self.manager
         if kind == "predict_log":
-            self._predict(request)
+            spec = self._spec(request.model_spec.signature_name)
+            inputs = convert.TensorInputs(request.inputs)
+            predict(manager, PredictRequest(spec, inputs, tuple(request.output_filter)))
         elif kind == "classify_log":
-            self._classify(request.model_spec.signature_name, self._examples(request.input))
+            spec = self._spec(request.model_spec.signature_name)
+            classify(manager, ClassifyRequest(spec, convert.examples(request.input)))
         elif kind == "regress_log":
-            self._regress(request.model_spec.signature_name, self._examples(request.input))
+            spec = self._spec(request.model_spec.signature_name)
+            regress(manager, RegressRequest(spec, convert.examples(request.input)))
         elif kind == "multi_inference_log":
-            self._multi_inference(request)
+            run_multi_inference(
+                manager.id, manager.servable, convert.multi_inference_request(request)
+            )
         else:  # a log type added to the proto after this was written
             raise UnimplementedError(f"Unsupported log_type for warmup: {kind}")
-
-    def _predict(self, request: Any) -> None:
-        inputs = {alias: to_ndarray(tensor) for alias, tensor in request.inputs.items()}
-        spec = self._spec(request.model_spec.signature_name)
-        predict(self.manager, PredictRequest(spec, inputs, tuple(request.output_filter)))
-
-    @staticmethod
-    def _examples(input_proto: Any) -> list[bytes]:
-        from serving.requests.example_input import serialized_examples
-
-        return serialized_examples(input_proto)
-
-    def _classify(self, signature_name: str, examples: list[bytes]) -> None:
-        from serving.requests.classify import ClassifyRequest, classify
-
-        classify(self.manager, ClassifyRequest(self._spec(signature_name), examples))
-
-    def _regress(self, signature_name: str, examples: list[bytes]) -> None:
-        from serving.requests.regress import RegressRequest, regress
-
-        regress(self.manager, RegressRequest(self._spec(signature_name), examples))
-
-    def _multi_inference(self, request: Any) -> None:
-        """Each task as its own classify or regress call, after TF Serving's request checks."""
-        signatures = self.manager.servable.signatures
-        model_name = ""
-        seen: set[str] = set()
-        for task in request.tasks:
-            name = task.model_spec.name
-            if not name:
-                raise InvalidArgumentError("Found ModelSpec with an empty model name.")
-            if model_name and name != model_name:
-                raise InvalidArgumentError(
-                    "All ModelSpecs in a MultiInferenceRequest must access the same model name."
-                )
-            model_name = name
-            signature = task.model_spec.signature_name or DEFAULT_SIGNATURE_KEY
-            if signature in seen:
-                raise InvalidArgumentError(f"Duplicate evaluation of signature: {signature}")
-            seen.add(signature)
-            if signature not in signatures:
-                raise InvalidArgumentError(
-                    f"Requested signature not found in model graph: {signature}"
-                )
-            if task.method_name not in (CLASSIFY_METHOD, REGRESS_METHOD):
-                raise UnimplementedError(f"Unsupported signature method_name: {task.method_name}")
-        examples = self._examples(request.input)
-        for task in request.tasks:
-            signature = task.model_spec.signature_name or DEFAULT_SIGNATURE_KEY
-            if task.method_name == CLASSIFY_METHOD:
-                self._classify(signature, examples)
-            else:
-                self._regress(signature, examples)

@@ -25,6 +25,10 @@ def free_port() -> int:
 class ServerProcess:
     def __init__(self, flags: list[str], models: list[str]) -> None:
         self.port = free_port()
+        # gRPC gets a free port too, unless the test chose one (--port=0 turns it off).
+        self.grpc_port = free_port()
+        if not any(flag.startswith("--port=") for flag in flags):
+            flags = [f"--port={self.grpc_port}", *flags]
         # Lives as long as the server (closed in stop()), so no context manager.
         self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115
             "w+", prefix="graphserve-", suffix=".log"

@@ -1,0 +1,89 @@
+"""``grpc.health.v1.Health`` following the core's readiness.
+
+The server answers as soon as it is up, while models still load; health says when it can
+predict. The overall status ("") and ``tensorflow.serving.PredictionService`` are SERVING once
+every configured model has an AVAILABLE version, NOT_SERVING before (and if readiness cannot
+be determined). ``tensorflow.serving.ModelService`` answers status and reload requests without
+any model, so it is SERVING while the server runs. TensorFlow Serving registers the short names
+``PredictionService`` and ``ModelService``; they are kept as aliases.
+
+Statuses are recomputed after servable state changes (for ``Watch``) and on every ``Check``
+and ``Watch`` call (a config reload can change readiness without a state change). A state
+change only schedules the recomputation on a short-lived thread: pushing a status to watchers
+waits for each write, and the manager's threads that publish states must never wait on a slow
+client.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from grpc_health.v1 import health, health_pb2
+
+from serving.grpc.model_service import SERVICE_NAME as MODEL_SERVICE
+from serving.grpc.prediction_service import SERVICE_NAME as PREDICTION_SERVICE
+
+log = logging.getLogger("graphserve")
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+Readiness = Callable[[], list[str]]  # configured models without an AVAILABLE version
+
+_FOLLOW_READINESS = (health.OVERALL_HEALTH, PREDICTION_SERVICE, "PredictionService")
+_ALWAYS_SERVING = (MODEL_SERVICE, "ModelService")
+
+
+class ReadinessHealth(health.HealthServicer):  # type: ignore[misc]
+    def __init__(self, readiness: Readiness) -> None:
+        super().__init__()
+        self._readiness = readiness
+        self._refresh_lock = threading.Lock()
+        self._status: int | None = None
+        self._pending_lock = threading.Lock()
+        self._pending = False
+        for service in _ALWAYS_SERVING:
+            self.set(service, SERVING)
+        self.refresh()
+
+    def ready(self) -> bool:
+        try:
+            return not self._readiness()
+        except Exception:  # a failing readiness check means not ready, loudly
+            log.exception("Readiness check failed")
+            return False
+
+    def on_state_change(self, *_: object) -> None:
+        """The servable state listener: schedule a refresh, coalescing bursts; never blocks."""
+        with self._pending_lock:
+            if self._pending:
+                return
+            self._pending = True
+        threading.Thread(target=self._refresh_pending, name="grpc-health", daemon=True).start()
+
+    def _refresh_pending(self) -> None:
+        with self._pending_lock:
+            self._pending = False  # a change after this point schedules another refresh
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute the readiness-following statuses; watchers hear only of changes."""
+        with self._refresh_lock:  # keeps concurrent refreshes from publishing out of order
+            status = SERVING if self.ready() else NOT_SERVING
+            if status != self._status:
+                self._status = status
+                for service in _FOLLOW_READINESS:
+                    self.set(service, status)
+
+    def Check(self, request: Any, context: Any) -> Any:
+        self.refresh()
+        return super().Check(request, context)
+
+    def Watch(
+        self, request: Any, context: Any, send_response_callback: Any = None
+    ) -> Any:
+        self.refresh()
+        return super().Watch(request, context, send_response_callback)

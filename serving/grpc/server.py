@@ -1,0 +1,233 @@
+"""Builds and starts the gRPC server: TensorFlow Serving's two services, health, reflection.
+
+As in TensorFlow Serving (``model_servers/server.cc``): TCP on ``0.0.0.0:<port>`` (0 = none)
+and/or a UNIX socket, the same credentials on both (insecure, SSL from an ``SSLConfig``, or
+ALTS), message sizes up to INT32_MAX both ways, ``--grpc_channel_arguments`` applied on top
+(``k=v,k=v``; values that parse as int32 are passed as ints). Requests run on a thread pool of
+``--grpc_max_threads`` workers (default 4 x CPUs); the request layer is synchronous.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import grpc
+from google.protobuf import text_format
+from grpc_health.v1 import health, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from runtime.errors import InvalidArgumentError
+from serving.grpc import model_service, prediction_service
+from serving.grpc.health import ReadinessHealth
+from serving.grpc.model_service import ModelService, ReloadableCore
+from serving.grpc.prediction_service import PredictionOptions, PredictionService
+from serving.grpc.rpc import generic_handler
+
+log = logging.getLogger("graphserve")
+
+INT32_MAX = 2**31 - 1
+MAX_RECEIVE = "grpc.max_receive_message_length"
+MAX_SEND = "grpc.max_send_message_length"
+# grpcio lets a second process bind a port already in use (SO_REUSEPORT) and share its traffic;
+# a second server on the same port should fail to start instead.
+REUSE_PORT = "grpc.so_reuseport"
+
+
+@dataclass(frozen=True)
+class SslOptions:
+    """TensorFlow Serving's ``SSLConfig``: PEM text, and whether clients must present a
+    certificate signed by ``custom_ca``."""
+
+    server_key: str
+    server_cert: str
+    custom_ca: str = ""
+    client_verify: bool = False
+
+
+def ssl_options_from_file(path: str | Path) -> SslOptions:
+    """Read a text-format ``SSLConfig`` (``--ssl_config_file``)."""
+    from protos.tensorflow_serving.config import ssl_config_pb2
+
+    proto = ssl_config_pb2.SSLConfig()
+    try:
+        text_format.Parse(Path(path).read_text(), proto)
+    except (OSError, text_format.ParseError) as err:
+        raise InvalidArgumentError(f"Invalid SSL config file {path}: {err}") from err
+    return SslOptions(proto.server_key, proto.server_cert, proto.custom_ca, proto.client_verify)
+
+
+class GrpcFlags(Protocol):
+    """The server options ``GrpcOptions.from_server_options`` reads (TensorFlow Serving's
+    flag names)."""
+
+    port: int
+    grpc_socket_path: str
+    grpc_max_threads: int
+    grpc_channel_arguments: str
+    ssl_config_file: str
+    use_alts_credentials: bool
+    enable_serialization_as_tensor_content: bool
+    enable_signature_method_name_check: bool
+
+
+@dataclass(frozen=True)
+class GrpcOptions:
+    port: int = 8500  # TCP port; 0: no TCP listener
+    host: str = "0.0.0.0"
+    socket_path: str = ""  # UNIX socket, in addition to (or instead of) the port
+    max_threads: int = 0  # worker threads; 0: 4 x CPUs
+    channel_arguments: str = ""  # "k=v,k=v", applied after the defaults below
+    max_receive_message_length: int = INT32_MAX
+    max_send_message_length: int = INT32_MAX
+    ssl: SslOptions | None = None
+    use_alts_credentials: bool = False
+    tensor_content: bool = False  # --enable_serialization_as_tensor_content
+    method_name_check: bool = False  # --enable_signature_method_name_check
+    reflection: bool = True
+
+    @classmethod
+    def from_server_options(cls, options: GrpcFlags) -> GrpcOptions:
+        ssl = ssl_options_from_file(options.ssl_config_file) if options.ssl_config_file else None
+        return cls(
+            port=options.port,
+            socket_path=options.grpc_socket_path,
+            max_threads=options.grpc_max_threads,
+            channel_arguments=options.grpc_channel_arguments,
+            ssl=ssl,
+            use_alts_credentials=options.use_alts_credentials,
+            tensor_content=options.enable_serialization_as_tensor_content,
+            method_name_check=options.enable_signature_method_name_check,
+        )
+
+    @property
+    def threads(self) -> int:
+        return self.max_threads if self.max_threads > 0 else 4 * (os.cpu_count() or 1)
+
+
+def parse_channel_arguments(text: str) -> list[tuple[str, int | str]]:
+    """``--grpc_channel_arguments``: comma-separated ``key=value`` pairs; a value that parses
+    as a 32-bit int is passed as an int, anything else as a string."""
+    arguments: list[tuple[str, int | str]] = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidArgumentError(
+                f"Invalid gRPC channel argument {item!r}: expected key=value"
+            )
+        key, value = key.strip(), value.strip()
+        try:
+            number = int(value)
+        except ValueError:
+            arguments.append((key, value))
+            continue
+        arguments.append((key, number) if -(2**31) <= number < 2**31 else (key, value))
+    return arguments
+
+
+def server_arguments(options: GrpcOptions) -> list[tuple[str, int | str]]:
+    """The defaults, overridden by the channel arguments (one value per key)."""
+    merged: dict[str, int | str] = {
+        MAX_RECEIVE: options.max_receive_message_length,
+        MAX_SEND: options.max_send_message_length,
+        REUSE_PORT: 0,
+    }
+    merged.update(parse_channel_arguments(options.channel_arguments))
+    return list(merged.items())
+
+
+def _credentials(options: GrpcOptions) -> grpc.ServerCredentials | None:
+    if options.use_alts_credentials:
+        if options.ssl is not None:
+            raise InvalidArgumentError(
+                "Either use_alts_credentials must be false or ssl_config_file must be empty."
+            )
+        log.info("Using ALTS credentials")
+        return grpc.alts_server_credentials()
+    if options.ssl is None:
+        return None
+    log.info("Using SSL credentials")
+    ssl = options.ssl
+    return grpc.ssl_server_credentials(
+        [(ssl.server_key.encode(), ssl.server_cert.encode())],
+        root_certificates=ssl.custom_ca.encode() if ssl.custom_ca else None,
+        require_client_auth=ssl.client_verify,
+    )
+
+
+class GrpcCore(ReloadableCore, Protocol):
+    """What the gRPC services need from ``ServerCore``."""
+
+    def readiness(self) -> list[str]: ...
+
+
+def _listen(
+    server: grpc.Server, address: str, credentials: grpc.ServerCredentials | None
+) -> None:
+    try:
+        if credentials is None:
+            server.add_insecure_port(address)
+        else:
+            server.add_secure_port(address, credentials)
+    except RuntimeError as err:
+        raise InvalidArgumentError(
+            f"Failed to BuildAndStart gRPC server: cannot listen on {address}: {err}"
+        ) from err
+
+
+def build_grpc_server(core: GrpcCore, options: GrpcOptions) -> grpc.Server:
+    """The server with its services and listeners, not started yet."""
+    if not options.port and not options.socket_path:
+        raise InvalidArgumentError(
+            "At least one of server_options.grpc_port or server_options.grpc_socket_path must "
+            "be set."
+        )
+    credentials = _credentials(options)
+    server = grpc.server(
+        ThreadPoolExecutor(options.threads, thread_name_prefix="grpc"),
+        options=server_arguments(options),
+    )
+    predictions = PredictionService(
+        core, PredictionOptions(options.tensor_content, options.method_name_check)
+    )
+    models = ModelService(core)
+    server.add_generic_rpc_handlers(
+        (
+            generic_handler(prediction_service.SERVICE_NAME, predictions.rpcs()),
+            generic_handler(model_service.SERVICE_NAME, models.rpcs()),
+        )
+    )
+    health_servicer = ReadinessHealth(core.readiness)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    if options.reflection:
+        names = (
+            prediction_service.SERVICE_NAME,
+            model_service.SERVICE_NAME,
+            health.SERVICE_NAME,
+            reflection.SERVICE_NAME,
+        )
+        reflection.enable_server_reflection(names, server)
+    if options.port:
+        _listen(server, f"{options.host}:{options.port}", credentials)
+    if options.socket_path:
+        _listen(server, f"unix:{options.socket_path}", credentials)
+    core.monitor.add_listener(health_servicer.on_state_change)  # once nothing else can fail
+    return server
+
+
+def start_grpc_server(core: GrpcCore, options: GrpcOptions) -> grpc.Server:
+    """Build and start the server; stop it with ``server.stop(grace)``. Raises
+    InvalidArgumentError for bad options or an address that cannot be bound."""
+    server = build_grpc_server(core, options)
+    server.start()
+    if options.port:
+        log.info("Running gRPC ModelServer at %s:%d ...", options.host, options.port)
+    if options.socket_path:
+        log.info("Running gRPC ModelServer at UNIX socket %s ...", options.socket_path)
+    return server

@@ -1,0 +1,258 @@
+"""TensorFlow Serving's API protos <-> the request layer's dataclasses.
+
+Decoding keeps TensorFlow Serving's order of checks: a request tensor is decoded only when the
+request layer first reads it (after the model, version and signature resolved), and an empty
+example input is handed on as no examples, for the request layer to refuse once the signature
+has been checked. So an unknown model is NOT_FOUND even when the tensors are bad too.
+
+Warmup replays these same protos (``PredictionLog``), so it converts through here as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from google.protobuf import text_format
+
+from protos.tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    inference_pb2,
+    predict_pb2,
+    regression_pb2,
+)
+from runtime.errors import InvalidArgumentError, OpError
+from runtime.tensor_codec import from_ndarray, to_ndarray
+from serving.config import ModelConfig, parse_model_server_config
+from serving.requests.multi_inference import (
+    InferenceTask,
+    MultiInferenceRequest,
+    MultiInferenceResponse,
+)
+from serving.requests.classify import Classification, ClassifyRequest, ClassifyResponse
+from serving.requests.example_input import serialized_examples
+from serving.requests.metadata import (
+    SIGNATURE_DEF_FIELD,
+    GetModelMetadataRequest,
+    GetModelMetadataResponse,
+)
+from serving.requests.model_spec import ModelSpec
+from serving.requests.predict import PredictRequest, PredictResponse
+from serving.requests.regress import RegressRequest, RegressResponse
+from serving.requests.status import GetModelStatusRequest, GetModelStatusResponse
+
+# -- ModelSpec --------------------------------------------------------------------------------
+
+
+def model_spec(proto: Any) -> ModelSpec:
+    """A ``tensorflow.serving.ModelSpec``; a version of 0 and an empty label are values, as
+    the oneof's presence says (not the field's default)."""
+    choice = proto.WhichOneof("version_choice")
+    return ModelSpec(
+        name=proto.name,
+        version=proto.version.value if choice == "version" else None,
+        version_label=proto.version_label if choice == "version_label" else None,
+        signature_name=proto.signature_name,
+    )
+
+
+def required_model_spec(request: Any) -> ModelSpec:
+    if not request.HasField("model_spec"):
+        raise InvalidArgumentError("Missing ModelSpec")
+    return model_spec(request.model_spec)
+
+
+def fill_model_spec(out: Any, spec: ModelSpec) -> None:
+    """Name, resolved version and (when set) signature name, as upstream's MakeModelSpec."""
+    out.name = spec.name
+    if spec.version is not None:
+        out.version.SetInParent()  # present even for version 0
+        out.version.value = spec.version
+    if spec.signature_name:
+        out.signature_name = spec.signature_name
+
+
+# -- tensors and Predict ------------------------------------------------------------------------
+
+
+class TensorInputs(Mapping[str, np.ndarray]):
+    """A request's input tensors by alias, each decoded the first time it is read.
+
+    A tensor TensorFlow cannot parse (content that does not fill the declared shape, an
+    unknown or unsupported dtype) is INVALID_ARGUMENT ``tensor parsing error: <alias>``, as
+    upstream, followed by what was wrong.
+    """
+
+    def __init__(self, protos: Mapping[str, Any]) -> None:
+        self._protos = protos
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, alias: str) -> np.ndarray:
+        array = self._arrays.get(alias)
+        if array is None:
+            proto = self._protos[alias]
+            try:
+                array = to_ndarray(proto)
+            except OpError as err:
+                raise InvalidArgumentError(
+                    f"tensor parsing error: {alias} ({err.message})"
+                ) from err
+            self._arrays[alias] = array
+        return array
+
+    def __contains__(self, alias: object) -> bool:
+        return alias in self._protos
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._protos)
+
+    def __len__(self) -> int:
+        return len(self._protos)
+
+
+def predict_request(proto: Any) -> PredictRequest:
+    return PredictRequest(
+        required_model_spec(proto), TensorInputs(proto.inputs), tuple(proto.output_filter)
+    )
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def tensor_proto(array: np.ndarray, *, tensor_content: bool = False) -> Any:
+    """An output tensor as TensorFlow Serving writes it: every value in the dtype's typed field
+    (``Tensor::AsProtoField``), or with ``tensor_content`` the raw bytes
+    (``AsProtoTensorContent``; strings then use TensorFlow's string-list encoding)."""
+    proto = from_ndarray(array, use_tensor_content=tensor_content)
+    if tensor_content and proto.string_val:
+        values = list(proto.string_val)
+        del proto.string_val[:]
+        proto.tensor_content = b"".join(_varint(len(v)) for v in values) + b"".join(values)
+    return proto
+
+
+def predict_response(response: PredictResponse, *, tensor_content: bool = False) -> Any:
+    out = predict_pb2.PredictResponse()
+    fill_model_spec(out.model_spec, response.model_spec)
+    for alias, array in response.outputs.items():
+        out.outputs[alias].CopyFrom(tensor_proto(array, tensor_content=tensor_content))
+    return out
+
+
+# -- tf.Example inputs: Classify, Regress, MultiInference ---------------------------------------
+
+
+def examples(input_proto: Any) -> list[bytes]:
+    """The serialized examples of a ``tensorflow.serving.Input``; none when it has none (the
+    request layer refuses that with upstream's ``Input is empty.`` at upstream's point)."""
+    try:
+        return serialized_examples(input_proto)
+    except InvalidArgumentError:
+        return []
+
+
+def classify_request(proto: Any) -> ClassifyRequest:
+    return ClassifyRequest(required_model_spec(proto), examples(proto.input))
+
+
+def regress_request(proto: Any) -> RegressRequest:
+    return RegressRequest(required_model_spec(proto), examples(proto.input))
+
+
+def _label(label: bytes) -> str:
+    # The proto field is a string; TensorFlow Serving copies the bytes unchecked, protobuf here
+    # insists on UTF-8, so an undecodable byte becomes U+FFFD rather than failing the request.
+    return label.decode("utf-8", errors="replace")
+
+
+def fill_classification_result(out: Any, classifications: Sequence[Classification]) -> None:
+    for row in classifications:
+        classes = out.classifications.add().classes
+        for label, score in row:
+            classes.add(label=_label(label), score=score)
+
+
+def fill_regression_result(out: Any, regressions: Sequence[float]) -> None:
+    for value in regressions:
+        out.regressions.add(value=value)
+
+
+def classify_response(response: ClassifyResponse) -> Any:
+    out = classification_pb2.ClassificationResponse()
+    fill_model_spec(out.model_spec, response.model_spec)
+    fill_classification_result(out.result, response.classifications)
+    return out
+
+
+def regress_response(response: RegressResponse) -> Any:
+    out = regression_pb2.RegressionResponse()
+    fill_model_spec(out.model_spec, response.model_spec)
+    fill_regression_result(out.result, response.regressions)
+    return out
+
+
+def multi_inference_request(proto: Any) -> MultiInferenceRequest:
+    tasks = [InferenceTask(model_spec(t.model_spec), t.method_name) for t in proto.tasks]
+    return MultiInferenceRequest(tasks, examples(proto.input))
+
+
+def multi_inference_response(response: MultiInferenceResponse) -> Any:
+    out = inference_pb2.MultiInferenceResponse()
+    for result in response.results:
+        entry = out.results.add()
+        fill_model_spec(entry.model_spec, result.model_spec)
+        if isinstance(result, ClassifyResponse):
+            fill_classification_result(entry.classification_result, result.classifications)
+        else:
+            fill_regression_result(entry.regression_result, result.regressions)
+    return out
+
+
+# -- GetModelMetadata, GetModelStatus, ReloadConfig -------------------------------------------
+
+
+def metadata_request(proto: Any) -> GetModelMetadataRequest:
+    spec = model_spec(proto.model_spec) if proto.HasField("model_spec") else None
+    return GetModelMetadataRequest(spec, tuple(proto.metadata_field))
+
+
+def metadata_response(response: GetModelMetadataResponse) -> Any:
+    """``metadata["signature_def"]`` is an Any packing a ``SignatureDefMap``."""
+    out = get_model_metadata_pb2.GetModelMetadataResponse()
+    fill_model_spec(out.model_spec, response.model_spec)
+    signature_map = get_model_metadata_pb2.SignatureDefMap()
+    for key, signature_def in response.signature_def.items():
+        signature_map.signature_def[key].CopyFrom(signature_def)
+    out.metadata[SIGNATURE_DEF_FIELD].Pack(signature_map)
+    return out
+
+
+def status_request(proto: Any) -> GetModelStatusRequest:
+    spec = model_spec(proto.model_spec) if proto.HasField("model_spec") else None
+    return GetModelStatusRequest(spec)
+
+
+def status_response(response: GetModelStatusResponse) -> Any:
+    out = get_model_status_pb2.GetModelStatusResponse()
+    for status in response.model_version_status:
+        entry = out.model_version_status.add(version=status.version, state=int(status.state))
+        entry.status.error_code = int(status.error_code)
+        if status.error_message:
+            entry.status.error_message = status.error_message
+    return out
+
+
+def model_configs(config: Any, base_dir: Path) -> list[ModelConfig]:
+    """The models of a ``ModelServerConfig`` message, checked exactly as a config file is (the
+    text round trip reuses that one parser and its messages)."""
+    return parse_model_server_config(text_format.MessageToString(config), base_dir)
