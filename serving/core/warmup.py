@@ -29,9 +29,9 @@ from runtime.errors import DataLossError, InvalidArgumentError, UnimplementedErr
 from serving.core.single_servable import SingleServableManager
 from serving.core.tfrecord import RecordReader
 from serving.requests import proto_convert as convert
-from serving.requests.multi_inference import run_multi_inference
 from serving.requests.classify import ClassifyRequest, classify
 from serving.requests.model_spec import ModelSpec
+from serving.requests.multi_inference import run_multi_inference
 from serving.requests.predict import PredictRequest, predict
 from serving.requests.regress import RegressRequest, regress
 from serving.servable import ServableId

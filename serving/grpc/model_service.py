@@ -36,8 +36,8 @@ from runtime.errors import (
 )
 from serving.config import ModelConfig
 from serving.core.state_monitor import ServableStateMonitor
-from serving.requests import proto_convert as convert
 from serving.grpc.rpc import Rpc
+from serving.requests import proto_convert as convert
 from serving.requests.status import get_model_status
 from serving.servable import ManagerState, ServableManager, ServableState
 

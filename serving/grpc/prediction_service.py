@@ -14,11 +14,11 @@ from protos.tensorflow_serving.apis import (
     prediction_service_pb2,
     regression_pb2,
 )
-from serving.requests import proto_convert as convert
-from serving.requests.multi_inference import multi_inference
 from serving.grpc.rpc import Rpc
+from serving.requests import proto_convert as convert
 from serving.requests.classify import classify
 from serving.requests.metadata import get_model_metadata
+from serving.requests.multi_inference import multi_inference
 from serving.requests.predict import predict
 from serving.requests.regress import regress
 from serving.servable import ServableManager

@@ -28,11 +28,6 @@ from protos.tensorflow_serving.apis import (
 from runtime.errors import InvalidArgumentError, OpError
 from runtime.tensor_codec import from_ndarray, to_ndarray
 from serving.config import ModelConfig, parse_model_server_config
-from serving.requests.multi_inference import (
-    InferenceTask,
-    MultiInferenceRequest,
-    MultiInferenceResponse,
-)
 from serving.requests.classify import Classification, ClassifyRequest, ClassifyResponse
 from serving.requests.example_input import serialized_examples
 from serving.requests.metadata import (
@@ -41,6 +36,11 @@ from serving.requests.metadata import (
     GetModelMetadataResponse,
 )
 from serving.requests.model_spec import ModelSpec
+from serving.requests.multi_inference import (
+    InferenceTask,
+    MultiInferenceRequest,
+    MultiInferenceResponse,
+)
 from serving.requests.predict import PredictRequest, PredictResponse
 from serving.requests.regress import RegressRequest, RegressResponse
 from serving.requests.status import GetModelStatusRequest, GetModelStatusResponse

@@ -8,8 +8,13 @@ from protos.tensorflow_serving.apis import model_pb2
 from protos.tensorflow_serving.config import model_server_config_pb2
 from runtime.errors import Code
 from serving.config import ModelConfig, SpecificVersions
-from serving.requests.proto_convert import fill_model_spec, model_configs, model_spec, status_response
 from serving.requests.model_spec import ModelSpec
+from serving.requests.proto_convert import (
+    fill_model_spec,
+    model_configs,
+    model_spec,
+    status_response,
+)
 from serving.requests.status import GetModelStatusResponse, ModelVersionStatus
 from serving.servable import ManagerState
 
