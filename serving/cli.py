@@ -7,7 +7,8 @@ tensorflow_model_server, a malformed value prints the usage and exits with statu
 unknown argument prints the usage and carries on.
 
 ``graphserve inspect DIR [--tag_set serve] [--signature_def KEY]`` describes a SavedModel
-(delegated to ``runtime.inspect``).
+(delegated to ``runtime.inspect``); ``graphserve predict|classify|regress|status|metadata|reload``
+call a running server (delegated to ``serving.client.cli``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from typing import Any
 from serving.config import ServerOptions
 
 log = logging.getLogger("graphserve")
+
+# Subcommands that call a running server (serving.client.cli); listed here so that telling them
+# apart does not import the client.
+CLIENT_SUBCOMMANDS = ("predict", "classify", "regress", "status", "metadata", "reload")
 
 _BOOL_WORDS = {"true": True, "1": True, "false": False, "0": False}
 
@@ -110,6 +115,8 @@ def usage() -> str:
     lines = [
         "usage: graphserve [flags]",
         "       graphserve inspect DIR [--tag_set serve] [--signature_def KEY]",
+        "       graphserve predict|classify|regress|status|metadata|reload --server HOST:PORT"
+        " [--rest] ... (see graphserve predict --help)",
         "Flags:",
     ]
     for name, kind in _SERVED.items():
@@ -149,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from runtime.inspect import main as inspect_main
 
         return int(inspect_main(args[1:]) or 0)
+    if args and args[0] in CLIENT_SUBCOMMANDS:
+        from serving.client.cli import main as client_main
+
+        return client_main(args)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

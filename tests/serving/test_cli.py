@@ -65,3 +65,15 @@ def test_inspect_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert main(["inspect", str(HALF_PLUS_TWO / "00000123")]) == 0
     assert "signature_def['serving_default']" in capsys.readouterr().out
+
+
+def test_client_subcommands_match_the_client() -> None:
+    from serving.cli import CLIENT_SUBCOMMANDS
+    from serving.client.cli import SUBCOMMANDS
+
+    assert CLIENT_SUBCOMMANDS == SUBCOMMANDS
+
+
+def test_client_subcommand_is_routed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--server", "127.0.0.1:1", "--model", "m", "--timeout", "5"]) == 1
+    assert "UNAVAILABLE" in capsys.readouterr().err
