@@ -115,8 +115,7 @@ def usage() -> str:
     lines = [
         "usage: graphserve [flags]",
         "       graphserve inspect DIR [--tag_set serve] [--signature_def KEY]",
-        "       graphserve predict|classify|regress|status|metadata|reload --server HOST:PORT"
-        " [--rest] ... (see graphserve predict --help)",
+        "       graphserve predict|classify|regress|status|metadata|reload --server HOST:PORT ...",
         "Flags:",
     ]
     for name, kind in _SERVED.items():
