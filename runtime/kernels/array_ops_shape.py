@@ -1,5 +1,5 @@
 """CPU kernels: array_ops reshaping — Reshape, Squeeze, ExpandDims, Transpose, BroadcastTo, Tile,
-Pad, PadV2, MirrorPad, ReverseV2.
+Pad, PadV2, MirrorPad, ReverseV2, and the optimizer's ``_RepeatAxes``.
 
 The fast path of each kernel hands the arguments to numpy directly; when numpy refuses them the
 slow path re-checks in TensorFlow's order and raises TensorFlow's message. Results may be views of
@@ -8,6 +8,7 @@ the input (reshape, transpose, reverse, broadcast): tensors are never modified i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -248,6 +249,76 @@ def tile(node: NodeContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         return np.tile(x, reps) if reps else x
 
     return tile_
+
+
+# Below this many elements np.repeat's single call wins over several wide copies.
+_REPEAT_MIN_SIZE = 4096
+# An inner block of at most this many elements is copied column by column (one long strided copy
+# per column and repeat), at most this many copies in all; wider blocks by one broadcast copy.
+_NARROW_BLOCK = 8
+_MAX_COLUMN_COPIES = 32
+# A large result is built a slice of the first axis at a time, so that what one step writes is
+# still in cache when the next step copies it.
+_REPEAT_CHUNK_BYTES = 384 << 10
+
+
+def _repeat_axis(x: np.ndarray, k: int, axis: int, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.repeat(x, k, axis)`` for contiguous ``x``, with wide inner loops where numpy's own
+    would copy a few elements at a time (a repeat of the W axis of a map with 3 channels)."""
+    shape = x.shape
+    result_shape = shape[:axis] + (shape[axis] * k,) + shape[axis + 1:]
+    if out is None:
+        if x.size < _REPEAT_MIN_SIZE or x.dtype == object:
+            return np.repeat(x, k, axis=axis)
+        out = np.empty(result_shape, x.dtype)
+    outer, inner = math.prod(shape[:axis + 1]), math.prod(shape[axis + 1:])
+    blocks, source = out.reshape(outer, k, inner), x.reshape(outer, inner)
+    if inner <= _NARROW_BLOCK and inner * k <= _MAX_COLUMN_COPIES and x.dtype != object:
+        for j in range(inner):
+            column = source[:, j]
+            for r in range(k):
+                blocks[:, r, j] = column
+    else:
+        blocks[...] = source[:, None, :]
+    return out
+
+
+@kernel("_RepeatAxes")
+def repeat_axes(node: NodeContext) -> Callable[[np.ndarray], np.ndarray]:
+    """``np.repeat`` along every axis with a count above one, last axis first: the later copies
+    then move whole rows of what the earlier ones wrote."""
+    repeats = tuple(int(r) for r in node.attr("repeats"))
+    if any(r < 0 for r in repeats):
+        raise InvalidArgumentError(f"_RepeatAxes: repeats must be >= 0, got {list(repeats)}",
+                                   node=node.name, op=node.op)
+    steps = [(axis, r) for axis, r in enumerate(repeats) if r != 1][::-1]
+    growth = math.prod(repeats)
+
+    def repeat_all(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        for i, (axis, r) in enumerate(steps):
+            x = _repeat_axis(x, r, axis, out if i == len(steps) - 1 else None)
+        return x
+
+    def run(x: np.ndarray) -> np.ndarray:
+        if x.ndim != len(repeats):
+            raise InvalidArgumentError(
+                f"_RepeatAxes: input has rank {x.ndim}, repeats are given for {len(repeats)} "
+                "axes"
+            )
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        n = x.shape[0] if x.ndim else 0
+        row_bytes = x.nbytes // n * growth if n else 0
+        if (len(steps) < 2 or repeats[0] != 1 or x.dtype == object or x.size < _REPEAT_MIN_SIZE
+                or row_bytes * n <= _REPEAT_CHUNK_BYTES):
+            return repeat_all(x)
+        out = np.empty(tuple(d * r for d, r in zip(x.shape, repeats)), x.dtype)
+        rows = max(1, _REPEAT_CHUNK_BYTES // max(1, row_bytes))
+        for start in range(0, n, rows):
+            repeat_all(x[start:start + rows], out[start:start + rows])
+        return out
+
+    return run
 
 
 def _paddings(x: np.ndarray, paddings: np.ndarray) -> list[tuple[int, int]]:

@@ -17,12 +17,14 @@ Reductions and scans live in ``math_ops_reduce``; Cast, Select, AddN, Range and 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from runtime.errors import InvalidArgumentError
 from runtime.kernels import math_ops_misc, math_ops_reduce  # noqa: F401 - they register kernels
 from runtime.kernels.math_ops_common import (
+    BFLOAT16,
     Kernel,
     Tensor,
     by_int_or_float,
@@ -33,6 +35,7 @@ from runtime.kernels.math_ops_common import (
     require_types,
 )
 from runtime.kernels.math_ops_special import erf, erfc
+from runtime.kernels.nn_ops_common import WIDE_MIN_SIZE, tiled
 from runtime.kernels.registry import NodeContext, kernel
 
 
@@ -228,7 +231,66 @@ _BINARY: dict[str, tuple[Kernel, Callable[[np.dtype], bool] | None, str]] = {
     "BitwiseOr": (np.bitwise_or, *_INT),
     "BitwiseXor": (np.bitwise_xor, *_INT),
 }
-_register(_BINARY)
+
+
+# --- a constant per-channel vector ---------------------------------------------------------------
+# numpy broadcasts a [C] vector over a [..., W, C] feature map with an inner loop only C long,
+# slow for the few channels of small convolutional layers; tiling the vector along a whole image
+# row (``nn_ops_common.tiled``) makes the inner loop W * C long. Decided once, at plan time, for a
+# binary op whose one input is a constant 1-D vector; the other operand's shape is checked per
+# call and anything else (small, other shapes, other dtypes) takes the plain ufunc, so the result
+# is exactly the ufunc's.
+
+_CHANNEL_OPS = frozenset({"Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"})
+
+
+def _is_channel_vector(value: Any) -> bool:
+    return (
+        isinstance(value, np.ndarray)
+        and value.ndim == 1
+        and value.shape[0] > 0
+        and (value.dtype.kind in "fiu" or value.dtype == BFLOAT16)
+    )
+
+
+def channel_kernel(ufunc: Kernel, vector: np.ndarray, vector_first: bool) -> Kernel:
+    """``ufunc(x, vector)`` (``ufunc(vector, x)`` with ``vector_first``) for a constant [C]."""
+    channels, dtype = vector.shape[0], vector.dtype
+
+    def run(x: Tensor) -> Tensor:
+        if (type(x) is not np.ndarray or x.ndim < 3 or x.size < WIDE_MIN_SIZE
+                or x.shape[-1] != channels or x.dtype != dtype or not x.flags.c_contiguous):
+            return ufunc(vector, x) if vector_first else ufunc(x, vector)
+        width = x.shape[-2] * channels
+        rows = x.reshape(-1, width)
+        row = tiled(vector, x.shape[-2])
+        out = np.empty_like(x)
+        if vector_first:
+            ufunc(row, rows, out=out.reshape(-1, width))
+        else:
+            ufunc(rows, row, out=out.reshape(-1, width))
+        return out
+
+    return run
+
+
+def _channel_binary(fn: Kernel, allowed: Callable[[np.dtype], bool] | None,
+                    what: str) -> Callable[[NodeContext], Kernel]:
+    def factory(node: NodeContext) -> Kernel:
+        if allowed is not None:
+            require_types(node, allowed, what)
+        for index in (1, 0):
+            vector = node.constant_input(index)
+            if _is_channel_vector(vector):
+                return node.bake(channel_kernel(fn, vector, vector_first=index == 0), index)
+        return fn
+
+    return factory
+
+
+_register({op: entry for op, entry in _BINARY.items() if op not in _CHANNEL_OPS})
+for _op in sorted(_CHANNEL_OPS):
+    kernel(_op)(_channel_binary(*_BINARY[_op]))
 
 
 def _int_pow(x: Tensor, y: Tensor) -> Tensor:

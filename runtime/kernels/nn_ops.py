@@ -17,6 +17,7 @@ from runtime.kernels import (  # noqa: F401 - imported for their kernel registra
     nn_ops_norm,
     nn_ops_pool,
 )
+from runtime.kernels.math_ops import channel_kernel
 from runtime.kernels.math_ops_common import Kernel, Tensor, type_attr
 from runtime.kernels.nn_ops_common import scalar_int
 from runtime.kernels.registry import NodeContext, kernel
@@ -44,14 +45,22 @@ def bias_add(node: NodeContext) -> Kernel:
     if fmt != "NHWC":
         raise InvalidArgumentError(f"BiasAdd: invalid data_format {fmt!r}", node=node.name,
                                    op=node.op)
+    return _channels_last_bias(node)
+
+
+def _channels_last_bias(node: NodeContext) -> Kernel:
     # Channels last is numpy broadcasting itself. A shape mismatch raises from numpy; a
-    # length-1 bias broadcasts where TF would reject it.
+    # length-1 bias broadcasts where TF would reject it. A constant bias (the usual case) is
+    # added a whole image row at a time (see ``math_ops.channel_kernel``).
+    bias = node.constant_input(1)
+    if isinstance(bias, np.ndarray) and bias.ndim == 1 and bias.dtype.kind == "f":
+        return node.bake(channel_kernel(np.add, bias, vector_first=False), 1)
     return np.add
 
 
 @kernel("BiasAddV1")
 def bias_add_v1(node: NodeContext) -> Kernel:
-    return np.add
+    return _channels_last_bias(node)
 
 
 # --- TopK --------------------------------------------------------------------------------------

@@ -46,6 +46,12 @@ define("_FusedConv2D", inputs="input, filter, args*TArgs, host_args*num_host_arg
 define("_FusedDepthwiseConv2dNative", inputs="input, filter, args*num_args", outputs="output",
        attrs={"data_format": "NHWC", "dilations": [1, 1, 1, 1], "fused_ops": [],
               "epsilon": _EPSILON, "leakyrelu_alpha": _ALPHA})
+# This runtime's own: a transposed convolution with its BiasAdd and activation (TensorFlow has
+# no fused form of Conv2DBackpropInput); the optimizer forms it.
+define("_FusedConv2DBackpropInput", inputs="input_sizes, filter, out_backprop, args*num_args",
+       outputs="output",
+       attrs={**_CONV, "use_cudnn_on_gpu": True, "fused_ops": [], "epsilon": _EPSILON,
+              "leakyrelu_alpha": _ALPHA})
 
 # --- pooling ---------------------------------------------------------------------------------
 define("MaxPool", inputs="input", outputs="output",

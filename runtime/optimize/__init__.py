@@ -19,8 +19,10 @@ from runtime.optimize.folding import fold_constants
 from runtime.optimize.freeze import freeze_variables
 from runtime.optimize.fusion import fuse_patterns
 from runtime.optimize.identity import remove_identities
+from runtime.optimize.input_affine import fold_affine_into_consumer, move_affine_past_max_pool
 from runtime.optimize.layer_norm import fuse_layer_norm
 from runtime.optimize.prune import prune_to_protected
+from runtime.optimize.repeat import fuse_repeats
 from runtime.optimize.reshape import reshape_by_template
 from runtime.optimize.split_bias import move_bias_before_split
 from runtime.optimize.tensordot import simplify_tensordot
@@ -32,9 +34,11 @@ Pass = Callable[[Graph, PassContext], Graph]
 # and leaves control edges on those constants, which go before identities are removed. The Keras
 # pattern rewrites (tensordot, shape-derived reshapes, embedding lookups, split biases, layer norm)
 # need folded constants and hand fusion the MatMul/BatchMatMulV2 + BiasAdd form it looks for, as
-# affine folding does for convolutions (batch norm's scale and shift are folded by then); fusion
-# runs last, on the smallest graph. The tensordot rewrite reads the shape subgraphs that the
-# reshape rewrite removes, so it goes first.
+# affine folding does for convolutions (batch norm's scale and shift are folded by then). What
+# affine folding leaves (a batch norm after an activation) then moves past a max pool and into the
+# next linear op's weights where it can, leaving that op a bias that a second round of affine
+# folding merges with its own; fusion runs last, on the smallest graph. The tensordot and repeat rewrites read the shape subgraphs
+# that the reshape rewrite removes, so they go first.
 DEFAULT_PASSES: tuple[tuple[str, Pass], ...] = (
     ("prune", prune_to_protected),
     ("freeze_variables", freeze_variables),
@@ -44,10 +48,14 @@ DEFAULT_PASSES: tuple[tuple[str, Pass], ...] = (
     ("cse", eliminate_common_subexpressions),
     ("remove_identities_again", remove_identities),
     ("simplify_tensordot", simplify_tensordot),
+    ("fuse_repeats", fuse_repeats),
     ("reshape_by_template", reshape_by_template),
     ("fuse_embedding_lookups", fuse_embedding_lookups),
     ("move_bias_before_split", move_bias_before_split),
     ("fold_affine", fold_affine),
+    ("move_affine_past_max_pool", move_affine_past_max_pool),
+    ("fold_affine_into_consumer", fold_affine_into_consumer),
+    ("fold_affine_again", fold_affine),
     ("fuse_layer_norm", fuse_layer_norm),
     ("fuse_patterns", fuse_patterns),
     ("prune_again", prune_to_protected),

@@ -6,11 +6,18 @@ The rules are data: a base op, the chain of single-consumer ops that follows it,
 A chain is fused only if no intermediate tensor is protected or read elsewhere, and only if the
 fused kernel accepts the combination (otherwise the nodes stay as they are).
 
-Two extensions of TensorFlow's own remapping: a ``BatchMatMulV2`` by a constant matrix (a dense
-layer over the last axis of a rank > 2 tensor, see ``runtime.optimize.tensordot``) fuses like a
-``MatMul`` (this runtime's ``_FusedMatMul`` takes a rank > 2 ``a`` for it), and the exact GELU as
-``tf.nn.gelu`` writes it, ``Mul(Mul(0.5, y), Erfc(Mul(Neg(y), sqrt(0.5))))``, counts as the
-activation ``GeluExact``.
+Extensions of TensorFlow's own remapping:
+
+- a ``BatchMatMulV2`` by a constant matrix (a dense layer over the last axis of a rank > 2
+  tensor, see ``runtime.optimize.tensordot``) fuses like a ``MatMul`` (this runtime's
+  ``_FusedMatMul`` takes a rank > 2 ``a`` for it);
+- the exact GELU as ``tf.nn.gelu`` writes it, ``Mul(Mul(0.5, y), Erfc(Mul(Neg(y), sqrt(0.5))))``,
+  counts as the activation ``GeluExact``;
+- a per-channel ``Mul`` and/or ``Add`` by constants after the activation (Keras'
+  BatchNormalization placed after an activation, which no weight can absorb) joins the fused
+  node as the steps ``Mul`` and ``AddV2``, each with one ``[C]`` argument;
+- ``Conv2DBackpropInput`` (a transposed convolution) with its BiasAdd and activation becomes this
+  runtime's ``_FusedConv2DBackpropInput``.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from runtime.dtypes import from_numpy
 from runtime.graph import Graph, Node, TensorRef
 from runtime.kernels import KERNELS, NodeContext, load_all_kernels
 from runtime.optimize.context import PassContext
@@ -38,11 +46,23 @@ _BASES = (
     ("BatchMatMulV2", "_FusedMatMul"),
     ("Conv2D", "_FusedConv2D"),
     ("DepthwiseConv2dNative", "_FusedDepthwiseConv2dNative"),
+    ("Conv2DBackpropInput", "_FusedConv2DBackpropInput"),
 )
+# Per-channel steps after the activation, as the fused kernels name them.
+_POST_TAILS = (("Mul", "AddV2"), ("Mul",), ("AddV2",))
+# The graph ops each post-activation step matches (a Sub of a constant is an AddV2 of its
+# negation).
+_POST_OPS = {"Mul": frozenset({"Mul"}), "AddV2": frozenset({"Add", "AddV2", "Sub"})}
+# The least rank of each base op's output: a per-channel operand of higher rank would broadcast
+# the result to a larger shape, which the fused node cannot.
+_MIN_RANK = {"MatMul": 2, "BatchMatMulV2": 2, "Conv2D": 4, "DepthwiseConv2dNative": 4,
+             "Conv2DBackpropInput": 4}
 
 # Longest chains first, so BiasAdd+Relu wins over BiasAdd alone.
 RULES: tuple[FusionRule, ...] = tuple(
-    [FusionRule(base, ("BiasAdd", act), fused) for base, fused in _BASES for act in _ACTIVATIONS]
+    [FusionRule(base, ("BiasAdd", act, *post), fused)
+     for post in _POST_TAILS for base, fused in _BASES for act in _ACTIVATIONS]
+    + [FusionRule(base, ("BiasAdd", act), fused) for base, fused in _BASES for act in _ACTIVATIONS]
     + [FusionRule(base, ("BiasAdd",), fused) for base, fused in _BASES]
 )
 
@@ -116,16 +136,26 @@ def _match_gelu(
     return [*inner, out]
 
 
+@dataclass
+class _Match:
+    chain: list[Node]
+    # The fused node's args after the bias: constant refs to use as they are, or values for new
+    # constants (a per-channel operand reshaped to [C], or a Sub's negated constant).
+    post_args: list[TensorRef | np.ndarray]
+    activation: Node | None = None
+
+
 def _match(
     rule: FusionRule,
     base: Node,
     readers: dict[str, list[Node]],
     context: PassContext,
     graph: Graph,
-) -> list[Node] | None:
+) -> _Match | None:
     if base.op == "BatchMatMulV2" and not _matrix_by_constant(graph, base):
         return None
-    chain = [base]
+    found = _Match([base], [])
+    chain = found.chain
     for op in rule.tail:
         current = chain[-1]
         if current.name in context.protected_nodes:
@@ -135,14 +165,61 @@ def _match(
             if gelu is None:
                 return None
             chain += gelu
+            found.activation = gelu[-1]
             continue
         user = _single_data_consumer(current, readers)
-        if user is None or user.op != op or user.inputs[0] != TensorRef(current.name, 0):
+        if user is None:
+            return None
+        if op in _POST_OPS:
+            arg = _post_arg(graph, op, user, current.name, base, chain[1])
+            if arg is None:
+                return None
+            found.post_args.append(arg)
+            chain.append(user)
+            continue
+        if user.op != op or user.inputs[0] != TensorRef(current.name, 0):
             return None
         if op == "BiasAdd" and user.attrs.get("data_format", "NHWC") != "NHWC":
             return None
+        if op in _ACTIVATIONS:
+            found.activation = user
         chain.append(user)
-    return chain
+    return found
+
+
+def _const_array(graph: Graph, ref: TensorRef) -> np.ndarray | None:
+    node = graph.nodes.get(ref.node)
+    if node is None or node.op != "Const" or ref.port != 0 or node.control_inputs:
+        return None
+    value = node.attrs.get("value")
+    return value if isinstance(value, np.ndarray) else None
+
+
+def _post_arg(graph: Graph, step: str, user: Node, prev: str, base: Node,
+              bias_add: Node) -> TensorRef | np.ndarray | None:
+    """The ``[C]`` operand of a per-channel step after the activation, if ``user`` is one: a
+    constant that broadcasts along the channels (last axis) only, of the model's float type."""
+    if user.op not in _POST_OPS[step] or user.attrs.get("T") != base.attrs.get("T"):
+        return None
+    other = _other_input(user, prev)
+    if other is None or (user.op == "Sub" and user.inputs[0] != TensorRef(prev, 0)):
+        return None
+    value = _const_array(graph, other)
+    bias = _const_array(graph, bias_add.inputs[1])
+    # The channel count comes from the bias, which BiasAdd requires to be exactly [C].
+    if value is None or bias is None or bias.ndim != 1 or value.dtype != bias.dtype:
+        return None
+    if value.dtype.kind != "f" and value.dtype.name != "bfloat16":
+        return None
+    channels = bias.shape[0]
+    if value.ndim > _MIN_RANK[base.op] or any(d != 1 for d in value.shape[:-1]):
+        return None
+    if value.ndim and value.shape[-1] not in (1, channels):
+        return None
+    if user.op != "Sub" and value.shape == (channels,):
+        return other
+    vector = np.broadcast_to(value.reshape(-1), (channels,))
+    return np.negative(vector) if user.op == "Sub" else np.ascontiguousarray(vector)
 
 
 def _matrix_by_constant(graph: Graph, node: Node) -> bool:
@@ -156,27 +233,30 @@ def _matrix_by_constant(graph: Graph, node: Node) -> bool:
     return isinstance(value, np.ndarray) and value.ndim == 2 and value.dtype.kind != "c"
 
 
-def _fused_node(rule: FusionRule, chain: list[Node]) -> Node:
+def _fused_node(rule: FusionRule, found: _Match, post_refs: list[TensorRef]) -> Node:
+    chain = found.chain
     base, last = chain[0], chain[-1]
     bias = chain[1].inputs[1]
     attrs = dict(base.attrs)
     if base.op == "BatchMatMulV2":
         attrs = {"T": base.attrs.get("T"), "transpose_a": False,
                  "transpose_b": bool(base.attrs.get("adj_y"))}
+    num_args = 1 + len(post_refs)
     attrs.update(
         {
             "fused_ops": list(rule.tail),
-            "num_args": 1,
-            "TArgs": [base.attrs.get("T")],
+            "num_args": num_args,
+            "TArgs": [base.attrs.get("T")] * num_args,
             "num_host_args": 0,
             "epsilon": 0.0001,
             "leakyrelu_alpha": 0.2,
         }
     )
-    if "LeakyRelu" in rule.tail:
-        attrs["leakyrelu_alpha"] = float(last.attrs.get("alpha", 0.2))
+    if found.activation is not None and found.activation.op == "LeakyRelu":
+        attrs["leakyrelu_alpha"] = float(found.activation.attrs.get("alpha", 0.2))
     controls = list(dict.fromkeys(c for node in chain for c in node.control_inputs))
-    return Node(last.name, rule.fused_op, [*base.inputs, bias], controls, attrs, base.device)
+    return Node(last.name, rule.fused_op, [*base.inputs, bias, *post_refs], controls, attrs,
+                base.device)
 
 
 def _kernel_accepts(node: Node) -> bool:
@@ -190,6 +270,12 @@ def _kernel_accepts(node: Node) -> bool:
     return True
 
 
+def _vector_const(name: str, value: np.ndarray, device: str) -> Node:
+    value = np.ascontiguousarray(value)
+    value.flags.writeable = False
+    return Node(name, "Const", [], [], {"value": value, "dtype": from_numpy(value.dtype)}, device)
+
+
 def fuse_patterns(graph: Graph, context: PassContext) -> Graph:
     load_all_kernels()  # fusion asks the fused kernels whether they accept each combination
     readers: dict[str, list[Node]] = {}
@@ -201,23 +287,50 @@ def fuse_patterns(graph: Graph, context: PassContext) -> Graph:
 
     replaced: dict[str, Node] = {}
     removed: set[str] = set()
+    new_constants: list[Node] = []
+    taken = set(graph.nodes)
     for node in graph:
         if node.name in removed or node.name in replaced:
             continue
         for rule in RULES:
             if node.op != rule.base:
                 continue
-            chain = _match(rule, node, readers, context, graph)
-            if chain is None or any(n.name in removed or n.name in replaced for n in chain):
+            found = _match(rule, node, readers, context, graph)
+            if found is None:
+                continue
+            chain = found.chain
+            if any(n.name in removed or n.name in replaced for n in chain):
                 continue
             if any(n.name in control_readers for n in chain[:-1]):
                 continue
-            fused = _fused_node(rule, chain)
+            post_refs: list[TensorRef] = []
+            made: list[Node] = []
+            for i, arg in enumerate(found.post_args):
+                if isinstance(arg, TensorRef):
+                    post_refs.append(arg)
+                    continue
+                step = chain[len(chain) - len(found.post_args) + i]
+                name = _unique(f"{step.name}/channel_vector", taken)
+                made.append(_vector_const(name, arg, step.device))
+                post_refs.append(TensorRef(name))
+            fused = _fused_node(rule, found, post_refs)
             if not _kernel_accepts(fused):
+                taken.difference_update(n.name for n in made)
                 continue
+            new_constants += made
             replaced[fused.name] = fused
             removed.update(n.name for n in chain[:-1])
             break
     if not replaced:
         return graph
-    return graph.with_nodes(replaced.get(n.name, n) for n in graph if n.name not in removed)
+    kept = (replaced.get(n.name, n) for n in graph if n.name not in removed)
+    return graph.with_nodes([*new_constants, *kept])
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    unique, n = name, 0
+    while unique in taken:
+        n += 1
+        unique = f"{name}_{n}"
+    taken.add(unique)
+    return unique

@@ -27,3 +27,8 @@ if "_GatherWrapNegative" not in OP_REGISTRY:
 # (a constant when axes is empty; -1 asks Reshape to infer it).
 if "_ReshapeByTemplate" not in OP_REGISTRY:
     define("_ReshapeByTemplate", inputs="tensor", outputs="output", attrs={"template": ()})
+
+# ``np.repeat`` along every axis at once: ``repeats`` holds one count per axis of ``input``
+# (what ``tf.repeat`` by a constant computes, one axis at a time).
+if "_RepeatAxes" not in OP_REGISTRY:
+    define("_RepeatAxes", inputs="input", outputs="output", attrs={"repeats": ()})

@@ -218,6 +218,22 @@ def _strided_slice(ev: ShapeEvaluator, node: Node, depth: int) -> SymVector | No
     return SymVector(x.items[slice(start, stop)])
 
 
+def _mul(ev: ShapeEvaluator, node: Node, depth: int) -> SymVector | None:
+    """Element-wise product, a scalar (or one-element vector) broadcasting to the other."""
+    values = ev.inputs(node, depth) if len(node.inputs) == 2 else None
+    if values is None:
+        return None
+    a, b = values
+    if len(a.items) == 1 and len(b.items) != 1:
+        a = SymVector(a.items * len(b.items), scalar=a.scalar)
+    elif len(b.items) == 1 and len(a.items) != 1:
+        b = SymVector(b.items * len(a.items), scalar=b.scalar)
+    if len(a.items) != len(b.items):
+        return None
+    items = tuple(x.times(y) for x, y in zip(a.items, b.items))
+    return SymVector(items, scalar=a.scalar and b.scalar)
+
+
 def _forward(ev: ShapeEvaluator, node: Node, depth: int) -> SymVector | None:
     if not node.inputs:
         return None
@@ -234,6 +250,7 @@ _RULES: dict[str, Any] = {
     "Pack": _pack,
     "ConcatV2": _concat,
     "StridedSlice": _strided_slice,
+    "Mul": _mul,
     "Identity": _forward,
     "Cast": _forward,
 }

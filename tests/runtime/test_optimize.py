@@ -31,8 +31,10 @@ from runtime.optimize.folding import fold_constants
 from runtime.optimize.freeze import freeze_variables
 from runtime.optimize.fusion import fuse_patterns
 from runtime.optimize.identity import remove_identities
+from runtime.optimize.input_affine import fold_affine_into_consumer, move_affine_past_max_pool
 from runtime.optimize.layer_norm import fuse_layer_norm
 from runtime.optimize.prune import prune_to_protected
+from runtime.optimize.repeat import fuse_repeats
 from runtime.optimize.reshape import reshape_by_template
 from runtime.optimize.split_bias import move_bias_before_split
 from runtime.optimize.tensordot import simplify_tensordot
@@ -217,49 +219,67 @@ def test_each_pass_changes_the_models_it_should() -> None:
     assert before["Rsqrt"] and not after["Rsqrt"]
     before, after = before_after("separable_cnn", "cse")
     assert after["Const"] < before["Const"]
+    # cnn_bn, per signature: the second batch norm folds into the convolution before it; the
+    # first follows a ReLU and precedes a max pool, which it moves past and into the next
+    # (unpadded) convolution, whose two biases then merge.
     before, after = before_after("cnn_bn", "fold_affine")
     assert after["Mul"] == before["Mul"] - 2 and after["BiasAdd"] == before["BiasAdd"] + 2
+    before, after = before_after("cnn_bn", "move_affine_past_max_pool")
+    assert after == before  # the same ops, in another order
+    pools = [n for n in _default_stages(_dir("cnn_bn"))[names.index("move_affine_past_max_pool")]
+             if n.op == "MaxPool"]
+    assert len(pools) == 2 and all(n.name.endswith("/before_affine") for n in pools)
+    before, after = before_after("cnn_bn", "fold_affine_into_consumer")
+    assert after["Mul"] == before["Mul"] - 2 == 0 and after["AddV2"] == before["AddV2"] - 2 == 0
+    assert after["BiasAdd"] == before["BiasAdd"] + 2
+    before, after = before_after("cnn_bn", "fold_affine_again")
+    assert after["BiasAdd"] == before["BiasAdd"] - 2
     before, after = before_after("cnn_bn", "fuse_patterns")
     assert not after["Conv2D"] and after["_FusedConv2D"] == 4
     before, after = before_after("separable_cnn", "fuse_patterns")
     # Per signature: the DepthwiseConv2D layer's bias fuses; SeparableConv2D's depthwise half
-    # feeds its pointwise Conv2D and stays.
+    # feeds its pointwise Conv2D and stays. Both transposed convolutions fuse their bias (and
+    # the second its ReLU).
     assert before["DepthwiseConv2dNative"] == 4 and after["DepthwiseConv2dNative"] == 2
     assert after["_FusedDepthwiseConv2dNative"] == 2
+    assert before["Conv2DBackpropInput"] == 4 and not after["Conv2DBackpropInput"]
+    assert after["_FusedConv2DBackpropInput"] == 4 and not after["Relu"]
+    # UpSampling2D(nearest) repeats rows, then columns: one node per signature (the rows
+    # repeat it absorbed is left for pruning).
+    before, after = before_after("separable_cnn", "fuse_repeats")
+    assert before["Tile"] == 4 and after["_RepeatAxes"] == 4 and after["Reshape"] == 0
+    optimized = _optimized(_dir("separable_cnn"))
+    assert not {"Tile", "ExpandDims"} & set(_ops(optimized))
+    assert [n.attrs["repeats"] for n in optimized if n.op == "_RepeatAxes"] == [(1, 2, 2, 1)] * 2
     before, after = before_after("cnn_bn", "prune_again")
     assert sum(after.values()) < sum(before.values()) and not after["VarHandleOp"]
 
 
-def _readers(graph: Graph) -> dict[str, list[Node]]:
-    readers: dict[str, list[Node]] = {}
-    for node in graph:
-        for name in dict.fromkeys(ref.node for ref in node.inputs):
-            readers.setdefault(name, []).append(node)
-    return readers
-
-
 def test_cnn_bn_batch_norm_folds_into_the_convolution() -> None:
     export_dir = _dir("cnn_bn")
+    fx = _fixture(export_dir)
     optimized = _optimized(export_dir)
     convs = [n for n in optimized if n.op == "_FusedConv2D"]
     assert len(convs) == 4 and all(list(n.attrs["fused_ops"]) == ["BiasAdd", "Relu"] for n in convs)
-    readers = _readers(optimized)
-    affine_ops = {"Mul", "AddV2", "Add", "Sub", "BiasAdd"}
-    for conv in convs:
-        for reader in readers.get(conv.name, []):
-            # Only the first batch norm survives: it follows a ReLU, which no weight can absorb.
-            assert reader.op not in affine_ops or "/conv2d_1/" in conv.name, (conv.name, reader.op)
-    # Each signature keeps exactly that one Mul/AddV2 pair; without folding there are two.
-    assert _ops(optimized)["Mul"] == 2 and _ops(optimized)["AddV2"] == 2
-    unfolded = _fixture(export_dir).optimize([p for p in DEFAULT_PASSES if p[0] != "fold_affine"])
-    assert _ops(unfolded)["Mul"] == 4 and _ops(unfolded)["AddV2"] == 4
+    # Both batch norms are gone: the second into the weights before it, the first (after a
+    # ReLU) past the max pool and into the weights after it.
+    assert not {"Mul", "AddV2", "Add", "Sub", "BiasAdd"} & set(_ops(optimized))
     # Both signatures share the folded weights.
-    folded = [n for n in optimized if n.name.endswith("/folded_weights")]
-    assert len(folded) == 1
-    fx = _fixture(export_dir)
-    session = Session(optimized, fx.model.session.resources)
-    for call in fx.calls:
-        assert_outputs_match(_run(session, fx.model, call), call.outputs, call.id)
+    assert len([n for n in optimized if n.name.endswith("/input_scaled_weights")]) == 1
+    # Without the affine passes the second stays arithmetic (the first fuses after its ReLU).
+    unfolded = fx.optimize([p for p in DEFAULT_PASSES if "affine" not in p[0]])
+    assert _ops(unfolded)["Mul"] == 2 and _ops(unfolded)["AddV2"] == 2
+    # Without the move past the max pool, the first batch norm fuses into the convolution
+    # before it, after its ReLU.
+    unmoved = fx.optimize([p for p in DEFAULT_PASSES if p[0] != "move_affine_past_max_pool"])
+    assert not {"Mul", "AddV2"} & set(_ops(unmoved))
+    post = [n for n in unmoved if n.op == "_FusedConv2D" and "Mul" in n.attrs["fused_ops"]]
+    assert len(post) == 2 and all(
+        list(n.attrs["fused_ops"]) == ["BiasAdd", "Relu", "Mul", "AddV2"] for n in post)
+    for graph in (optimized, unmoved):
+        session = Session(graph, fx.model.session.resources)
+        for call in fx.calls:
+            assert_outputs_match(_run(session, fx.model, call), call.outputs, call.id)
 
 
 # --- hand-built graphs ---------------------------------------------------------------------------
@@ -955,3 +975,360 @@ def test_bias_that_does_not_line_up_with_the_split_stays() -> None:
     for label, nodes in cases.items():
         graph = Graph(nodes)
         assert move_bias_before_split(graph, context("out")).node("out").op == "AddV2", label
+
+
+# a per-channel affine after the activation joins the fused node
+
+
+def _post_affine(base: str = "Conv2D", activation: str = "Relu", mul: str = "Mul",
+                 add: str = "AddV2", scale: Any = None, shift: Any = None,
+                 data_format: str = "NHWC") -> list[Node]:
+    """base -> BiasAdd -> activation -> Mul(const) -> Add(const), as Keras' BatchNormalization
+    after an activation leaves it once its variables are frozen."""
+    channels = 4
+    if base == "MatMul":
+        nodes = [placeholder("x"), const("w", _x(3, channels, seed=1)),
+                 op("base", "MatMul", "x", "w", T=F32)]
+    elif base == "Conv2DBackpropInput":
+        nodes = [placeholder("x"), placeholder("sizes", np.int32),
+                 const("w", _x(3, 3, channels, 3, seed=1)),
+                 op("base", base, "sizes", "w", "x", T=F32, strides=[1, 2, 2, 1],
+                    padding="SAME", data_format=data_format)]
+    else:
+        weights = _x(3, 3, 3, channels if base == "Conv2D" else 2, seed=1)
+        channels = weights.shape[3] if base == "Conv2D" else 6
+        nodes = [placeholder("x"), const("w", weights),
+                 op("base", base, "x", "w", T=F32, strides=[1, 1, 1, 1], padding="SAME",
+                    data_format=data_format)]
+    scale = _x(channels, seed=3) if scale is None else scale
+    shift = _x(channels, seed=4) if shift is None else shift
+    nodes += [const("b", _x(channels, seed=2)), const("scale", scale), const("shift", shift),
+              op("ba", "BiasAdd", "base", "b", T=F32, data_format=data_format),
+              op("act", activation, "ba", T=F32)]
+    if mul:
+        nodes.append(op("mul", mul, "act", "scale", T=F32))
+    if add:
+        nodes.append(op("out", add, "shift", "mul" if mul else "act", T=F32) if add != "Sub"
+                     else op("out", "Sub", "mul" if mul else "act", "shift", T=F32))
+    return nodes
+
+
+@pytest.mark.parametrize("base, activation, feed", [
+    ("Conv2D", "Relu", (2, 6, 6, 3)),
+    ("DepthwiseConv2dNative", "Relu6", (2, 5, 5, 3)),
+    ("MatMul", "Tanh", (5, 3)),
+    ("Conv2DBackpropInput", "Elu", (2, 3, 3, 3)),
+])
+def test_affine_after_the_activation_fuses(base, activation, feed) -> None:
+    graph = Graph(_post_affine(base, activation))
+    ctx = context("out")
+    fused = prune_to_protected(fuse_patterns(graph, ctx), ctx)
+    node = fused.node("out")
+    assert node.op == {"Conv2D": "_FusedConv2D", "MatMul": "_FusedMatMul",
+                       "DepthwiseConv2dNative": "_FusedDepthwiseConv2dNative",
+                       "Conv2DBackpropInput": "_FusedConv2DBackpropInput"}[base]
+    assert list(node.attrs["fused_ops"]) == ["BiasAdd", activation, "Mul", "AddV2"]
+    assert node.inputs[-3:] == [TensorRef("b"), TensorRef("scale"), TensorRef("shift")]
+    assert not {"BiasAdd", "Mul", "AddV2", activation} & set(_ops(fused))
+    feeds = {"x": _x(*feed, seed=5)}
+    if base == "Conv2DBackpropInput":
+        feeds["sizes"] = np.array([2, 6, 6, 4], np.int32)
+    assert_same_results(graph, fused, ["out"], feeds)
+
+
+def test_post_activation_steps_in_other_forms_fuse() -> None:
+    feeds = {"x": _x(2, 6, 6, 3, seed=5)}
+    cases = {
+        "scale only": (_post_affine(add=""), ["BiasAdd", "Relu", "Mul"]),
+        "shift only": (_post_affine(mul=""), ["BiasAdd", "Relu", "AddV2"]),
+        "subtracted shift": (_post_affine(add="Sub"), ["BiasAdd", "Relu", "Mul", "AddV2"]),
+        "Keras-shaped constants": (_post_affine(scale=_x(1, 1, 1, 4, seed=3),
+                                                shift=_x(1, 4, seed=4)),
+                                   ["BiasAdd", "Relu", "Mul", "AddV2"]),
+        "scalar scale": (_post_affine(scale=np.float32(1.5)), ["BiasAdd", "Relu", "Mul", "AddV2"]),
+    }
+    for label, (nodes, fused_ops) in cases.items():
+        graph = Graph(nodes)
+        last = nodes[-1].name
+        ctx = context(last)
+        fused = prune_to_protected(fuse_patterns(graph, ctx), ctx)
+        assert fused.node(last).op == "_FusedConv2D", label
+        assert list(fused.node(last).attrs["fused_ops"]) == fused_ops, label
+        for ref in fused.node(last).inputs[2:]:  # every arg a [C] vector
+            assert fused.node(ref.node).attrs["value"].shape == (4,), label
+        assert_same_results(graph, fused, [last], feeds)
+
+
+def test_post_activation_steps_that_are_not_per_channel_stay() -> None:
+    feeds = {"x": _x(2, 6, 6, 3, seed=5), "s": _x(4, seed=7)}
+    cases = {
+        "fed scale": ([*(n for n in _post_affine(add="") if n.name != "scale"),
+                       placeholder("s")], "s"),
+        "varies along W": (_post_affine(add="", scale=_x(6, 4, seed=3)), None),
+        "vector on another axis": (_post_affine(add="", scale=_x(6, 1, 1, seed=3)), None),
+        "rank above the output's": (_post_affine(add="", scale=_x(1, 1, 1, 1, 4, seed=3)), None),
+        "integer-typed scale": (_post_affine(add="", scale=np.arange(4, dtype=np.int32)), None),
+    }
+    for label, (nodes, fed) in cases.items():
+        nodes = [n if n.name != "mul" else op("mul", "Mul", "act", fed or "scale", T=F32)
+                 for n in nodes]
+        graph = Graph(nodes)
+        ctx = context("mul")
+        fused = fuse_patterns(graph, ctx)
+        assert fused.node("mul").op == "Mul", label
+        assert list(fused.node("act").attrs["fused_ops"]) == ["BiasAdd", "Relu"], label
+        if label != "integer-typed scale":  # (that one does not type-check at all)
+            used = {k: v for k, v in feeds.items() if k in graph}
+            assert_same_results(graph, fused, ["mul"], used)
+    # A protected activation, or a scale read elsewhere too, keeps the Mul out.
+    graph = Graph(_post_affine())
+    assert fuse_patterns(graph, context("out", "act")).node("out").op == "AddV2"
+    shared = Graph([*_post_affine(), op("side", "Neg", "mul", T=F32)])
+    after = fuse_patterns(shared, context("out", "side"))
+    assert after.node("mul").op == "_FusedConv2D" and after.node("out").op == "AddV2"
+
+
+def test_channels_first_convolutions_keep_their_affine() -> None:
+    graph = Graph(_post_affine(data_format="NCHW"))
+    after = fuse_patterns(graph, context("out"))
+    assert _ops(after) == _ops(graph)
+    nodes = _post_affine("Conv2DBackpropInput", data_format="NCHW")
+    graph = Graph(nodes)
+    after = fuse_patterns(graph, context("out"))
+    assert after.node("out").op == "AddV2" and after.node("base").op == "Conv2DBackpropInput"
+
+
+def test_transposed_convolution_fuses_its_bias_and_activation() -> None:
+    nodes = [n for n in _post_affine("Conv2DBackpropInput", mul="", add="")]
+    graph = Graph(nodes)
+    ctx = context("act")
+    fused = prune_to_protected(fuse_patterns(graph, ctx), ctx)
+    assert fused.node("act").op == "_FusedConv2DBackpropInput"
+    assert list(fused.node("act").attrs["fused_ops"]) == ["BiasAdd", "Relu"]
+    feeds = {"x": _x(3, 3, 3, 3, seed=5), "sizes": np.array([3, 5, 6, 4], np.int32)}
+    assert_same_results(graph, fused, ["act"], feeds)
+    protected = prune_to_protected(fuse_patterns(graph, context("act", "ba")), context("act", "ba"))
+    assert protected.node("ba").op == "_FusedConv2DBackpropInput"
+    assert list(protected.node("ba").attrs["fused_ops"]) == ["BiasAdd"]
+    assert_same_results(graph, protected, ["act", "ba"], feeds)
+
+
+# an affine after an activation moves past a max pool and into the next linear op
+
+
+def _bn_then(tail: list[Node], scale: Any = None, shift: Any = None, channels: int = 4,
+             known_channels: int | None = None) -> list[Node]:
+    """x -> Relu -> Mul(scale) -> AddV2(shift) -> tail (which reads "bn")."""
+    known = channels if known_channels is None else known_channels
+    return [
+        placeholder("x"),
+        const("scale", _x(channels, seed=3) ** 2 + 0.1 if scale is None else scale),
+        const("shift", _x(channels, seed=4) if shift is None else shift),
+        op("act", "Relu", "x", T=F32, _output_shapes=[(-1, -1, -1, known)]),
+        op("mul", "Mul", "act", "scale", T=F32),
+        op("bn", "AddV2", "mul", "shift", T=F32),
+        *tail,
+    ]
+
+
+def _pool(**attrs: Any) -> Node:
+    base = {"T": F32, "ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}
+    return op("pool", "MaxPool", "bn", **{**base, **attrs})
+
+
+def test_affine_moves_past_a_max_pool() -> None:
+    graph = Graph(_bn_then([_pool()]))
+    after = move_affine_past_max_pool(graph, context("pool"))
+    assert after.node("pool").op == "AddV2" and after.node("mul").op == "Mul"
+    pooled = after.node(after.node("mul").inputs[0].node)
+    assert pooled.op == "MaxPool" and pooled.inputs == [TensorRef("act")]
+    x = _x(2, 6, 7, 4, seed=5) * 10
+    x[0, 0, 0, 0], x[0, 2, 2, 1], x[1, 3, 3, 2] = np.nan, np.inf, -np.inf
+    for feed in (x, -x):
+        before_values = run(graph, ["pool"], {"x": feed})[0]
+        np.testing.assert_array_equal(run(after, ["pool"], {"x": feed})[0], before_values)
+    same = Graph(_bn_then([_pool(padding="SAME", strides=[1, 1, 1, 1], ksize=[1, 3, 3, 1])]))
+    moved = move_affine_past_max_pool(same, context("pool"))
+    assert moved.node("pool").op == "AddV2"
+    np.testing.assert_array_equal(run(moved, ["pool"], {"x": x})[0],
+                                  run(same, ["pool"], {"x": x})[0])
+
+
+def test_affine_stays_before_a_max_pool_it_does_not_commute_with() -> None:
+    cases = {
+        "negative scale": _bn_then([_pool()], scale=np.array([1, -1, 2, 3], np.float32)),
+        "zero scale": _bn_then([_pool()], scale=np.array([1, 0, 2, 3], np.float32)),
+        "infinite shift": _bn_then([_pool()], shift=np.array([1, np.inf, 2, 3], np.float32)),
+        "channels first": _bn_then([_pool(data_format="NCHW")]),
+        "pooling across channels": _bn_then([_pool(ksize=[1, 1, 1, 2], strides=[1, 1, 1, 2])]),
+        "scale varies along W": _bn_then([_pool()], scale=_x(7, 4, seed=3) ** 2),
+        "one input channel": _bn_then([_pool()], known_channels=1),
+        "unknown channels": _bn_then([_pool()], known_channels=-1),
+        "shared affine": _bn_then([_pool(), op("side", "Neg", "bn", T=F32)]),
+    }
+    for label, nodes in cases.items():
+        graph = Graph(nodes)
+        protected = ("pool", "side") if "side" in graph else ("pool",)
+        after = move_affine_past_max_pool(graph, context(*protected))
+        assert after.node("pool").op == "MaxPool", label
+    graph = Graph(_bn_then([_pool()]))
+    assert move_affine_past_max_pool(graph, context("pool", "mul")).node("pool").op == "MaxPool"
+
+
+def _consumer(op_type: str = "Conv2D", padding: str = "VALID", ksize: int = 3,
+              **attrs: Any) -> list[Node]:
+    if op_type == "MatMul":
+        transpose = attrs.get("transpose_b", False)
+        weights = _x(*((5, 4) if transpose else (4, 5)), seed=6)
+        return [const("w", weights), op("out", "MatMul", "bn", "w", T=F32, **attrs)]
+    weights = _x(ksize, ksize, 4, 5 if op_type == "Conv2D" else 2, seed=6)
+    return [const("w", weights),
+            op("out", op_type, "bn", "w", T=F32, strides=[1, 2, 2, 1], padding=padding, **attrs)]
+
+
+@pytest.mark.parametrize("label, tail, feed", [
+    ("conv valid", _consumer(), (2, 7, 8, 4)),
+    ("conv 1x1 same", _consumer(padding="SAME", ksize=1), (2, 7, 8, 4)),
+    ("conv explicit zeros", _consumer(padding="EXPLICIT", explicit_paddings=[0] * 8), (2, 7, 8, 4)),
+    ("depthwise valid", _consumer("DepthwiseConv2dNative"), (2, 7, 8, 4)),
+    ("dense", _consumer("MatMul"), (3, 4)),
+    ("dense, transposed weights", _consumer("MatMul", transpose_b=True), (3, 4)),
+])
+def test_affine_folds_into_the_linear_op_after_it(label, tail, feed) -> None:
+    nodes = _bn_then(tail)
+    if len(feed) == 2:
+        nodes = [n if n.name != "act" else op("act", "Relu", "x", T=F32, _output_shapes=[(-1, 4)])
+                 for n in nodes]
+    graph = Graph(nodes)
+    ctx = context("out")
+    folded = fold_affine_into_consumer(graph, ctx)
+    assert folded.node("out").op == "BiasAdd", label
+    product = folded.node(folded.node("out").inputs[0].node)
+    assert product.inputs[0] == TensorRef("act"), label
+    assert not {"Mul", "AddV2"} & set(_ops(prune_to_protected(folded, ctx)))
+    feeds = {"x": _x(*feed, seed=5)}
+    assert_same_results(graph, folded, ["out"], feeds)
+    # Affine folding then merges the new bias with what follows, and fusion takes it in.
+    done = optimize_for_serving(graph, [TensorRef("out")], ResourceManager())
+    assert_same_results(graph, done, ["out"], feeds)
+    assert not {"Mul", "AddV2", "BiasAdd", "Conv2D", "MatMul"} & set(_ops(done)), label
+    assert len(done) == 5, label  # x, its ReLU, weights, bias and the fused product
+
+
+def test_batch_norm_before_the_activation_still_folds_backwards() -> None:
+    # conv -> batch norm -> max pool -> conv: the batch norm belongs in the first convolution's
+    # weights, not moved past the pool.
+    nodes = [
+        *_conv(), const("scale", _x(4, seed=3) ** 2), const("shift", _x(4, seed=4)),
+        op("mul", "Mul", "conv", "scale", T=F32, _output_shapes=[(-1, -1, -1, 4)]),
+        op("bn", "AddV2", "mul", "shift", T=F32, _output_shapes=[(-1, -1, -1, 4)]),
+        _pool(), const("w2", _x(3, 3, 4, 2, seed=6)),
+        op("out", "Conv2D", "pool", "w2", T=F32, strides=[1, 1, 1, 1], padding="SAME"),
+    ]
+    nodes = [n if n.name != "conv" else n.copy(attrs={**n.attrs, "_output_shapes": [
+        (-1, -1, -1, 4)]}) for n in nodes]
+    graph = Graph(nodes)
+    done = optimize_for_serving(graph, [TensorRef("out")], ResourceManager())
+    assert _ops(done) == Counter({"Placeholder": 1, "Const": 3, "_FusedConv2D": 1, "MaxPool": 1,
+                                  "Conv2D": 1})
+    pool = next(n for n in done if n.op == "MaxPool")
+    assert done.node(pool.inputs[0].node).op == "_FusedConv2D"
+    assert_same_results(graph, done, ["out"], {"x": _x(2, 6, 6, 3, seed=5)})
+
+
+def test_a_scale_alone_folds_into_a_padded_convolution() -> None:
+    nodes = [n for n in _bn_then(_consumer(padding="SAME")) if n.name not in ("bn", "shift")]
+    nodes = [n if n.name != "out" else n.copy(inputs=[TensorRef("mul"), TensorRef("w")])
+             for n in nodes]
+    graph = Graph(nodes)
+    folded = fold_affine_into_consumer(graph, context("out"))
+    assert folded.node("out").op == "Conv2D" and folded.node("out").inputs[0] == TensorRef("act")
+    assert_same_results(graph, folded, ["out"], {"x": _x(2, 7, 8, 4, seed=5)})
+
+
+def test_affine_stays_where_the_linear_op_cannot_absorb_it() -> None:
+    cases = {
+        # Padding adds zeros after the shift: the border would change.
+        "padded convolution": (_bn_then(_consumer(padding="SAME")), "AddV2"),
+        "fed weights": ([*(n for n in _bn_then(_consumer()) if n.name != "w"),
+                         placeholder("w")], "AddV2"),
+        "channel broadcast": (_bn_then(_consumer(), known_channels=1), "AddV2"),
+        "unknown channels": (_bn_then(_consumer(), known_channels=-1), "AddV2"),
+        "channels first": (_bn_then(_consumer(data_format="NCHW")), "AddV2"),
+        "transposed input": (_bn_then(_consumer("MatMul", transpose_a=True)), "AddV2"),
+        "overflowing weights": (_bn_then(_consumer(), scale=np.full(4, 3e38, np.float32)), "Mul"),
+    }
+    for label, (nodes, stays) in cases.items():
+        graph = Graph(nodes)
+        after = fold_affine_into_consumer(graph, context("out"))
+        assert after.node("out").op == graph.node("out").op, label
+        assert stays in _ops(after), label
+    graph = Graph(_bn_then(_consumer()))
+    protected = fold_affine_into_consumer(graph, context("out", "mul"))
+    assert protected.node("out").op == "Conv2D" and protected.node("out").inputs[0] == TensorRef("bn")
+
+
+# tf.repeat by a constant count
+
+
+def _repeat(x: str, axis: int, k: int, name: str, rank: int = 4, dim: int | None = None,
+            multiples: Sequence[int] | None = None, target_axis: int | None = None) -> list[Node]:
+    """``tf.repeat(x, k, axis)`` as TensorFlow exports it for a scalar ``k``."""
+    i32 = DataType.DT_INT32
+    counts = [1] * (rank + 1)
+    counts[axis + 1] = k
+    scaled = axis if target_axis is None else target_axis
+    slices = {"T": i32, "Index": i32}
+    return [
+        const(f"{name}/dim", axis + 1 if dim is None else dim, np.int32),
+        const(f"{name}/multiples", counts if multiples is None else list(multiples), np.int32),
+        const(f"{name}/k", k, np.int32), const(f"{name}/axis0", 0, np.int32),
+        const(f"{name}/a", [scaled], np.int32), const(f"{name}/a1", [scaled + 1], np.int32),
+        const(f"{name}/one", [1], np.int32),
+        op(f"{name}/shape", "Shape", x, T=F32, _output_shapes=[(rank,)]),
+        op(f"{name}/expand", "ExpandDims", x, f"{name}/dim", T=F32),
+        op(f"{name}/tile", "Tile", f"{name}/expand", f"{name}/multiples", T=F32),
+        op(f"{name}/head", "StridedSlice", f"{name}/shape", f"{name}/a", f"{name}/a",
+           f"{name}/one", begin_mask=1, **slices),
+        op(f"{name}/dim_size", "StridedSlice", f"{name}/shape", f"{name}/a", f"{name}/a1",
+           f"{name}/one", shrink_axis_mask=1, **slices),
+        op(f"{name}/scaled", "Mul", f"{name}/k", f"{name}/dim_size", T=i32),
+        op(f"{name}/packed", "Pack", f"{name}/scaled", T=i32, N=1),
+        op(f"{name}/tail", "StridedSlice", f"{name}/shape", f"{name}/a1", f"{name}/a",
+           f"{name}/one", end_mask=1, **slices),
+        op(f"{name}/target", "ConcatV2", f"{name}/head", f"{name}/packed", f"{name}/tail",
+           f"{name}/axis0", T=i32, N=3),
+        op(name, "Reshape", f"{name}/tile", f"{name}/target", T=F32),
+    ]
+
+
+def test_nearest_upsampling_becomes_one_repeat() -> None:
+    graph = Graph([placeholder("x"), *_repeat("x", 1, 2, "rows"),
+                   *_repeat("rows", 2, 3, "cols"), op("out", "Neg", "cols", T=F32)])
+    ctx = context("out")
+    after = prune_to_protected(fuse_repeats(graph, ctx), ctx)
+    assert after.node("cols").op == "_RepeatAxes" and after.node("cols").inputs == [TensorRef("x")]
+    assert after.node("cols").attrs["repeats"] == (1, 2, 3, 1)
+    assert _ops(after) == Counter({"Placeholder": 1, "_RepeatAxes": 1, "Neg": 1})
+    for shape in ((2, 3, 4, 3), (1, 1, 1, 1), (0, 2, 2, 5)):
+        assert_same_results(graph, after, ["out"], {"x": _x(*shape)})
+    # The rows repeat is fetched too: both stay, each one node.
+    both = prune_to_protected(fuse_repeats(graph, context("out", "rows")), context("out", "rows"))
+    assert both.node("rows").attrs["repeats"] == (1, 2, 1, 1)
+    assert both.node("cols").attrs["repeats"] == (1, 1, 3, 1)
+    assert both.node("cols").inputs == [TensorRef("rows")]
+    assert_same_results(graph, both, ["out", "rows"], {"x": _x(2, 3, 4, 3)})
+
+
+def test_repeat_rewrite_needs_proof() -> None:
+    cases = {
+        "tiled on two axes": _repeat("x", 1, 2, "r", multiples=(1, 1, 2, 2, 1)),
+        "target scales another axis": _repeat("x", 1, 2, "r", target_axis=2),
+        "expanded elsewhere": _repeat("x", 1, 2, "r", dim=1),
+    }
+    for label, nodes in cases.items():
+        graph = Graph([placeholder("x"), *nodes, op("out", "Neg", "r", T=F32)])
+        assert fuse_repeats(graph, context("out")).node("r").op == "Reshape", label
+    graph = Graph([placeholder("x"), *_repeat("x", 1, 2, "r"), op("out", "Neg", "r", T=F32),
+                   op("side", "Neg", "r/tile", T=F32)])
+    assert fuse_repeats(graph, context("out", "side")).node("r").op == "Reshape"

@@ -199,3 +199,44 @@ def test_reshape_by_template_keeps_reshape_errors() -> None:
     kernel = instantiate("_ReshapeByTemplate", {"template": ((1, (0,)), (4, ()))})
     with pytest.raises(InvalidArgumentError, match="requested shape has 12"):
         kernel(np.zeros((3, 5), np.float32))
+
+
+# --- _RepeatAxes: np.repeat along several axes --------------------------------------------------
+
+
+def _repeat_reference(x, repeats):
+    for axis, r in enumerate(repeats):
+        x = np.repeat(x, r, axis=axis)
+    return x
+
+
+@pytest.mark.parametrize("shape, repeats", [
+    ((256, 15, 15, 3), (1, 2, 2, 1)),  # nearest upsampling at a large batch: built in slices
+    ((64, 20, 20, 3), (1, 3, 2, 1)),
+    ((40, 33, 17, 5), (2, 1, 3, 2)),  # the first axis repeated too
+    ((70, 30, 30, 16), (1, 2, 2, 1)),  # wide channels: one broadcast copy per axis
+    ((3, 5, 7, 2), (1, 2, 3, 1)),  # small: np.repeat
+    ((200, 9, 9, 1), (1, 1, 4, 1)),
+    ((300, 12, 12, 2), (1, 0, 2, 1)),  # a zero count empties the axis
+    ((0, 4, 4, 3), (1, 2, 2, 1)),
+    ((5000, 3), (1, 2)),
+    ((), ()),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, object])
+def test_repeat_axes_matches_np_repeat(shape, repeats, dtype) -> None:
+    x = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape).astype(dtype)
+    kernel = instantiate("_RepeatAxes", {"repeats": repeats})
+    want = _repeat_reference(x, repeats)
+    got = kernel(x)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    if x.ndim == 4:  # a strided view (a crop, a transpose) repeats the same
+        view = x[:, ::-1]
+        np.testing.assert_array_equal(kernel(view), _repeat_reference(view, repeats))
+
+
+def test_repeat_axes_checks_rank_and_counts() -> None:
+    with pytest.raises(InvalidArgumentError, match="rank 3"):
+        instantiate("_RepeatAxes", {"repeats": (1, 2, 2, 1)})(np.zeros((2, 3, 4), np.float32))
+    with pytest.raises(OpError, match=">= 0"):
+        instantiate("_RepeatAxes", {"repeats": (1, -1)})

@@ -26,6 +26,8 @@ FAMILIES = {"array_ops": cases_array_ops, "math_ops": cases_math_ops, "nn_ops": 
 BAKING_OPS = frozenset({
     "Reshape", "ExpandDims", "Transpose", "GatherV2", "ConcatV2", "StridedSlice", "Sum", "Mean",
     "Max", "Min", "Prod", "Any", "All", "EuclideanNorm", "ArgMax", "ArgMin",
+    # A constant 1-D operand (a per-channel vector):
+    "Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "BiasAdd", "BiasAddV1",
 })
 CASES = [
     (family, case)

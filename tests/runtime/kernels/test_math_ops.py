@@ -204,3 +204,69 @@ def test_numpy_scalar_inputs_match_rank0_arrays(case) -> None:
     got = np.asarray(fn(*(a[()] if a.ndim == 0 else a for a in arrays)))
     assert got.dtype == expected.dtype and got.shape == expected.shape
     np.testing.assert_array_equal(got, expected)
+
+
+# --- a constant per-channel vector, baked in at plan time -------------------------------------
+
+CHANNEL_OPS = {"Add": np.add, "AddV2": np.add, "Sub": np.subtract, "Mul": np.multiply,
+               "RealDiv": np.true_divide, "Maximum": np.maximum, "Minimum": np.minimum}
+
+
+def _channel_operands(dtype, shape=(6, 10, 12, 5), seed=0):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 4).astype(dtype)
+    vector = (rng.standard_normal(shape[-1]) * 3 + 0.5).astype(dtype)
+    vector[vector == 0] = 1
+    vector.flags.writeable = False
+    return x, vector
+
+
+@pytest.mark.parametrize("op", sorted(CHANNEL_OPS))
+@pytest.mark.parametrize("vector_first", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32])
+def test_constant_channel_vector_matches_numpy_broadcast(op, vector_first, dtype) -> None:
+    if op == "RealDiv" and np.dtype(dtype).kind == "i":
+        return  # RealDiv is for floats only
+    x, vector = _channel_operands(dtype)
+    x[0, 0, 0, :2] = np.nan if np.dtype(dtype).kind == "f" else 0
+    index = 0 if vector_first else 1
+    fn = instantiate(op, {"T": from_numpy(np.dtype(dtype))}, constant_inputs={index: vector})
+    for value in (x, x[:, :, ::-1], x[:1, :2], x[..., :1], x.reshape(-1, 5), x[0, 0, 0],
+                  x[0, 0, 0, 0]):
+        args = (vector, value) if vector_first else (value, vector)
+        want = CHANNEL_OPS[op](*args)
+        got = fn(*args)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_constant_channel_vector_is_baked_for_1d_numeric_constants_only() -> None:
+    from runtime.kernels import KERNELS
+    from runtime.kernels.registry import NodeContext
+
+    factory = KERNELS.lookup("Mul")
+    vector = np.arange(1, 4, dtype=np.float32)
+    for constants, baked in [({1: vector}, (1,)), ({0: vector}, (0,)),
+                             ({1: vector.reshape(1, 3)}, ()), ({1: np.float32(2)}, ()),
+                             ({1: np.array([b"a"], object)}, ()), ({}, ())]:
+        ctx = NodeContext("n", "Mul", {}, constant_inputs=constants)
+        factory(ctx)
+        assert ctx.baked_inputs == baked, constants
+
+
+def test_constant_channel_vector_keeps_broadcast_errors() -> None:
+    x, vector = _channel_operands(np.float32)
+    fn = instantiate("AddV2", constant_inputs={1: vector[:3]})
+    with pytest.raises(ValueError):
+        fn(x, vector[:3])
+
+
+def test_constant_channel_vector_bfloat16() -> None:
+    from runtime.kernels.math_ops_common import BFLOAT16
+
+    x, vector = _channel_operands(np.float32)
+    x, vector = x.astype(BFLOAT16), vector.astype(BFLOAT16)
+    fn = instantiate("Mul", constant_inputs={1: vector})
+    got = fn(x, vector)
+    assert got.dtype == BFLOAT16
+    np.testing.assert_array_equal(got.astype(np.float32), (x * vector).astype(np.float32))

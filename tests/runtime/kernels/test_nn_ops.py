@@ -312,3 +312,20 @@ def test_conv2d_rejects_short_explicit_paddings() -> None:
     with pytest.raises(OpError):
         instantiate("Conv2D", {"strides": [1, 1, 1, 1], "padding": "EXPLICIT",
                                "explicit_paddings": [0, 0, 1, 1]})
+
+
+@pytest.mark.parametrize("op", ["BiasAdd", "BiasAddV1"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bias_add_with_a_constant_bias_matches_broadcasting(op, dtype) -> None:
+    rng = np.random.default_rng(3)
+    bias = rng.standard_normal(6).astype(dtype)
+    bias.flags.writeable = False
+    kernel = instantiate(op, constant_inputs={1: bias})
+    x = rng.standard_normal((8, 12, 14, 6)).astype(dtype)
+    x[1, 2, 3] = np.inf
+    for value in (x, x[:, ::2], x[:2, :2, :2], x.reshape(-1, 6), x[0, 0, 0]):
+        got = kernel(value, bias)
+        assert got.dtype == value.dtype and got.shape == value.shape
+        np.testing.assert_array_equal(got, value + bias)
+    with pytest.raises(ValueError):
+        kernel(x[..., :4], bias)
