@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,11 @@ class Signature:
     method_name: str
     inputs: Mapping[str, TensorSpec]
     outputs: Mapping[str, TensorSpec]
+
+    @cached_property
+    def input_dtypes(self) -> dict[str, DataType]:
+        """dtype by input alias, built once (REST decodes every request's JSON with it)."""
+        return {alias: spec.dtype for alias, spec in self.inputs.items()}
 
 
 def _tensor_spec(key: str, alias: str, info: Any) -> TensorSpec:

@@ -62,6 +62,27 @@ def rewire(graph: Graph, replace: dict[TensorRef, TensorRef], drop: Iterable[str
     return graph.with_nodes(nodes)
 
 
+def readers_of(graph: Graph) -> tuple[dict[str, list[Node]], set[str]]:
+    """Per producer, the nodes reading its outputs (each once); and every control-edge source."""
+    readers: dict[str, list[Node]] = {}
+    control_readers: set[str] = set()
+    for node in graph:
+        for producer in dict.fromkeys(ref.node for ref in node.inputs):
+            readers.setdefault(producer, []).append(node)
+        control_readers.update(node.control_inputs)
+    return readers, control_readers
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    """``name``, or ``name_N`` for the first N not in ``taken``; the result is added to it."""
+    unique, n = name, 0
+    while unique in taken:
+        n += 1
+        unique = f"{name}_{n}"
+    taken.add(unique)
+    return unique
+
+
 def is_stateful(graph: Graph, node: Node) -> bool:
     op_def = graph.op_def(node.op)
     return op_def is None or op_def.stateful

@@ -22,7 +22,7 @@ import numpy as np
 
 from runtime.dtypes import DataType, from_numpy, to_numpy
 from runtime.graph import Graph, Node, TensorRef
-from runtime.optimize.context import PassContext
+from runtime.optimize.context import PassContext, readers_of
 
 # The ops whose weights can absorb a per-channel scale, and the rank of their output.
 _BASES = {"Conv2D": 4, "DepthwiseConv2dNative": 4, "MatMul": 2}
@@ -157,12 +157,7 @@ class _NewConstants:
 
 
 def fold_affine(graph: Graph, context: PassContext) -> Graph:
-    readers: dict[str, list[Node]] = {}
-    control_readers: set[str] = set()
-    for node in graph:
-        for producer in dict.fromkeys(ref.node for ref in node.inputs):
-            readers.setdefault(producer, []).append(node)
-        control_readers.update(node.control_inputs)
+    readers, control_readers = readers_of(graph)
 
     replaced: dict[str, list[Node]] = {}  # last node of a chain -> the nodes that replace it
     removed: set[str] = set()

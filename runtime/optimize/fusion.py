@@ -30,7 +30,7 @@ import numpy as np
 from runtime.dtypes import from_numpy
 from runtime.graph import Graph, Node, TensorRef
 from runtime.kernels import KERNELS, NodeContext, load_all_kernels
-from runtime.optimize.context import PassContext
+from runtime.optimize.context import PassContext, readers_of, unique_name
 
 
 @dataclass(frozen=True)
@@ -278,12 +278,7 @@ def _vector_const(name: str, value: np.ndarray, device: str) -> Node:
 
 def fuse_patterns(graph: Graph, context: PassContext) -> Graph:
     load_all_kernels()  # fusion asks the fused kernels whether they accept each combination
-    readers: dict[str, list[Node]] = {}
-    control_readers: set[str] = set()
-    for node in graph:
-        for producer in dict.fromkeys(ref.node for ref in node.inputs):
-            readers.setdefault(producer, []).append(node)
-        control_readers.update(node.control_inputs)
+    readers, control_readers = readers_of(graph)
 
     replaced: dict[str, Node] = {}
     removed: set[str] = set()
@@ -310,7 +305,7 @@ def fuse_patterns(graph: Graph, context: PassContext) -> Graph:
                     post_refs.append(arg)
                     continue
                 step = chain[len(chain) - len(found.post_args) + i]
-                name = _unique(f"{step.name}/channel_vector", taken)
+                name = unique_name(f"{step.name}/channel_vector", taken)
                 made.append(_vector_const(name, arg, step.device))
                 post_refs.append(TensorRef(name))
             fused = _fused_node(rule, found, post_refs)
@@ -325,12 +320,3 @@ def fuse_patterns(graph: Graph, context: PassContext) -> Graph:
         return graph
     kept = (replaced.get(n.name, n) for n in graph if n.name not in removed)
     return graph.with_nodes([*new_constants, *kept])
-
-
-def _unique(name: str, taken: set[str]) -> str:
-    unique, n = name, 0
-    while unique in taken:
-        n += 1
-        unique = f"{name}_{n}"
-    taken.add(unique)
-    return unique

@@ -30,20 +30,10 @@ import numpy as np
 
 from runtime.dtypes import DataType, from_numpy
 from runtime.graph import Graph, Node, TensorRef
-from runtime.optimize.context import PassContext
+from runtime.optimize.context import PassContext, readers_of, unique_name
 
 _FLOATS = frozenset({DataType.DT_FLOAT, DataType.DT_DOUBLE})
 _SHIFTS = frozenset({"Add", "AddV2", "Sub"})
-
-
-def _readers(graph: Graph) -> tuple[dict[str, list[Node]], set[str]]:
-    readers: dict[str, list[Node]] = {}
-    control_readers: set[str] = set()
-    for node in graph:
-        for producer in dict.fromkeys(ref.node for ref in node.inputs):
-            readers.setdefault(producer, []).append(node)
-        control_readers.update(node.control_inputs)
-    return readers, control_readers
 
 
 def _const(graph: Graph, ref: TensorRef) -> np.ndarray | None:
@@ -143,15 +133,6 @@ def _input_channels(graph: Graph, x: TensorRef, rank: int) -> int | None:
     return shape[-1]
 
 
-def _unique(name: str, taken: set[str]) -> str:
-    unique, n = name, 0
-    while unique in taken:
-        n += 1
-        unique = f"{name}_{n}"
-    taken.add(unique)
-    return unique
-
-
 def _rebuild(graph: Graph, replaced: dict[str, list[Node]], removed: set[str],
              added: list[Node]) -> Graph:
     out: list[Node] = list(added)
@@ -170,7 +151,7 @@ def _pools_channels(values: object) -> bool:
 
 
 def move_affine_past_max_pool(graph: Graph, context: PassContext) -> Graph:
-    readers, control_readers = _readers(graph)
+    readers, control_readers = readers_of(graph)
     taken = set(graph.nodes)
     replaced: dict[str, list[Node]] = {}
     removed: set[str] = set()
@@ -193,7 +174,7 @@ def move_affine_past_max_pool(graph: Graph, context: PassContext) -> Graph:
         if (affine.scale is not None and (scale is None or not (scale > 0).all())) or (
                 affine.shift is not None and shift is None):
             continue
-        pooled = pool.copy(name=_unique(f"{pool.name}/before_affine", taken),
+        pooled = pool.copy(name=unique_name(f"{pool.name}/before_affine", taken),
                            inputs=[affine.x])
         nodes, previous = [pooled], TensorRef(pooled.name)
         for i, (step, operand) in enumerate(zip(affine.steps, affine.operands)):
@@ -257,7 +238,7 @@ def _bias_of_shift(node: Node, weights: np.ndarray, shift: np.ndarray) -> np.nda
 
 
 def fold_affine_into_consumer(graph: Graph, context: PassContext) -> Graph:
-    readers, control_readers = _readers(graph)
+    readers, control_readers = readers_of(graph)
     taken = set(graph.nodes)
     replaced: dict[str, list[Node]] = {}
     removed: set[str] = set()
@@ -297,7 +278,7 @@ def fold_affine_into_consumer(graph: Graph, context: PassContext) -> Graph:
             # Shared when equal: two signatures over one model fold alike.
             key = (node.inputs[1], node.op, bool(node.attrs.get("transpose_b")), scale.tobytes())
             if key not in shared:
-                const = _const_node(_unique(f"{node.name}/input_scaled_weights", taken),
+                const = _const_node(unique_name(f"{node.name}/input_scaled_weights", taken),
                                     new_weights, node.device)
                 added.append(const)
                 shared[key] = TensorRef(const.name)
@@ -306,9 +287,9 @@ def fold_affine_into_consumer(graph: Graph, context: PassContext) -> Graph:
         if bias is None:
             nodes = [node.copy(inputs=inputs, control_inputs=controls)]
         else:
-            bias_const = _const_node(_unique(f"{node.name}/input_shift_bias", taken), bias,
+            bias_const = _const_node(unique_name(f"{node.name}/input_shift_bias", taken), bias,
                                      node.device)
-            product = node.copy(name=_unique(f"{node.name}/unshifted", taken), inputs=inputs,
+            product = node.copy(name=unique_name(f"{node.name}/unshifted", taken), inputs=inputs,
                                 control_inputs=controls)
             added.append(bias_const)
             attrs = {"T": dtype, "data_format": "NHWC"}

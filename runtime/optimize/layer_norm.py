@@ -20,7 +20,7 @@ import numpy as np
 from runtime.dtypes import DataType, from_numpy, to_numpy
 from runtime.graph import Graph, Node, TensorRef
 from runtime.optimize import internal_ops  # noqa: F401 - defines _FusedLayerNorm
-from runtime.optimize.context import PassContext
+from runtime.optimize.context import PassContext, readers_of, unique_name
 from runtime.optimize.shapes import static_rank
 
 _FLOATS = frozenset({DataType.DT_FLOAT, DataType.DT_DOUBLE})
@@ -182,22 +182,8 @@ def _match_variance(
     return chain, gamma_ref, epsilon
 
 
-def _unique(name: str, taken: set[str]) -> str:
-    unique, n = name, 0
-    while unique in taken:
-        n += 1
-        unique = f"{name}_{n}"
-    taken.add(unique)
-    return unique
-
-
 def fuse_layer_norm(graph: Graph, context: PassContext) -> Graph:
-    readers: dict[str, list[Node]] = {}
-    control_readers: set[str] = set()
-    for node in graph:
-        for producer in dict.fromkeys(ref.node for ref in node.inputs):
-            readers.setdefault(producer, []).append(node)
-        control_readers.update(node.control_inputs)
+    readers, control_readers = readers_of(graph)
     g = _Graph(graph, context, readers, control_readers)
 
     replaced: dict[str, Node] = {}
@@ -219,7 +205,7 @@ def fuse_layer_norm(graph: Graph, context: PassContext) -> Graph:
                 inputs.append(value)
                 continue
             value.flags.writeable = False
-            const = Node(_unique(f"{out.name}/{role}", taken), "Const",
+            const = Node(unique_name(f"{out.name}/{role}", taken), "Const",
                          attrs={"value": value, "dtype": from_numpy(value.dtype)},
                          device=out.device)
             new_consts.append(const)

@@ -21,7 +21,7 @@ import numpy as np
 
 from runtime.graph import Graph, Node, TensorRef
 from runtime.optimize import internal_ops  # noqa: F401 - defines _RepeatAxes
-from runtime.optimize.context import PassContext, is_stateful
+from runtime.optimize.context import PassContext, is_stateful, readers_of
 from runtime.optimize.shapes import ShapeEvaluator, SymInt, canonical
 
 
@@ -84,16 +84,6 @@ def _repeat_of(graph: Graph, reshape: Node, ev: ShapeEvaluator, readers: dict[st
     return expand.inputs[0], repeats, controls
 
 
-def _readers(graph: Graph) -> tuple[dict[str, list[Node]], set[str]]:
-    readers: dict[str, list[Node]] = {}
-    control_readers: set[str] = set()
-    for node in graph:
-        for producer in dict.fromkeys(ref.node for ref in node.inputs):
-            readers.setdefault(producer, []).append(node)
-        control_readers.update(node.control_inputs)
-    return readers, control_readers
-
-
 def _live(graph: Graph, context: PassContext) -> set[str]:
     """Nodes that a protected tensor or a stateful node depends on (what any plan may run)."""
     stack = [n.name for n in graph if n.name in context.protected_nodes or is_stateful(graph, n)]
@@ -110,7 +100,7 @@ def _live(graph: Graph, context: PassContext) -> set[str]:
 
 
 def fuse_repeats(graph: Graph, context: PassContext) -> Graph:
-    readers, control_readers = _readers(graph)
+    readers, control_readers = readers_of(graph)
     ev = ShapeEvaluator(graph)
     replaced: dict[str, Node] = {}
     for node in graph:
@@ -128,7 +118,7 @@ def fuse_repeats(graph: Graph, context: PassContext) -> Graph:
     graph = graph.with_nodes(replaced.get(n.name, n) for n in graph)
     # A repeat of a repeat that nothing else needs: one node. The inner one is left to pruning
     # (the shape computations of the old pattern still read it, but nothing needs those now).
-    readers, control_readers = _readers(graph)
+    readers, control_readers = readers_of(graph)
     live = _live(graph, context)
     merged: dict[str, Node] = {}
     for name in replaced:

@@ -17,7 +17,7 @@ import numpy as np
 
 from runtime.dtypes import from_numpy
 from runtime.graph import Graph, Node, TensorRef
-from runtime.optimize.context import PassContext
+from runtime.optimize.context import PassContext, unique_name
 
 _PRODUCTS = frozenset({"MatMul", "BatchMatMulV2"})
 _ADDS = frozenset({"Add", "AddV2"})
@@ -68,8 +68,8 @@ def _rewrite(graph: Graph, add: Node, readers: dict[str, int], context: PassCont
             continue
         vector = np.ascontiguousarray(bias.reshape(columns))
         vector.flags.writeable = False
-        const_name = _unique(f"{add.name}/bias_vector", taken)
-        biased_name = _unique(f"{add.name}/biased", taken)
+        const_name = unique_name(f"{add.name}/bias_vector", taken)
+        biased_name = unique_name(f"{add.name}/biased", taken)
         controls = list(dict.fromkeys([*reshape.control_inputs, *add.control_inputs]))
         nodes = [
             Node(const_name, "Const", [], [],
@@ -81,15 +81,6 @@ def _rewrite(graph: Graph, add: Node, readers: dict[str, int], context: PassCont
         ]
         return nodes, reshape.name
     return None
-
-
-def _unique(name: str, taken: set[str]) -> str:
-    unique, n = name, 0
-    while unique in taken:
-        n += 1
-        unique = f"{name}_{n}"
-    taken.add(unique)
-    return unique
 
 
 def move_bias_before_split(graph: Graph, context: PassContext) -> Graph:

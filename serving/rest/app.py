@@ -106,8 +106,7 @@ class JsonInputs:
         self.body = body
 
     def __call__(self, signature: Any) -> dict[str, np.ndarray]:
-        dtypes = {alias: spec.dtype for alias, spec in signature.inputs.items()}
-        return decode_inputs(self.body, dtypes)
+        return decode_inputs(self.body, signature.input_dtypes)
 
 
 class RestApi:
