@@ -39,7 +39,6 @@ _SERVED: dict[str, type] = {
 
 # tensorflow_model_server flags accepted for compatibility that change nothing yet.
 _ACCEPTED: dict[str, type] = {
-    "enable_per_model_batching_parameters": bool,
     "flush_filesystem_caches": bool,
     "tensorflow_session_parallelism": int,
     "tensorflow_intra_op_parallelism": int,
@@ -133,11 +132,7 @@ def options_from_flags(values: dict[str, Any]) -> ServerOptions:
     for name in values:
         if name in _ACCEPTED:
             log.warning("--%s is accepted for compatibility and has no effect yet", name)
-    options = ServerOptions(**served)
-    if options.enable_batching:
-        log.warning("--enable_batching: request batching is not implemented yet; "
-                    "requests run unbatched")
-    return options
+    return ServerOptions(**served)
 
 
 def _version_text() -> str:

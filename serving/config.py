@@ -79,6 +79,7 @@ class ServerOptions:
     num_request_iterations_for_warmup: int = 0
     enable_batching: bool = False
     batching_parameters_file: str = ""
+    enable_per_model_batching_parameters: bool = False
     saved_model_tags: str = "serve"
     allow_version_labels_for_unavailable_models: bool = False
     enable_signature_method_name_check: bool = False

@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from runtime.errors import FailedPreconditionError
+from runtime.errors import FailedPreconditionError, InvalidArgumentError
+from serving.batching.params import BatchingParams, read_batching_parameters
+from serving.batching.scheduler import SharedBatchScheduler
+from serving.batching.session import BatchingModel
 from serving.config import ModelConfig, ServerOptions
 from serving.core.fs_source import FileSystemSource
 from serving.core.manager import AspiredVersionsManager, VersionLoader
@@ -30,6 +33,10 @@ if TYPE_CHECKING:
     from runtime.saved_model import LoadedModel
 
 log = logging.getLogger("graphserve")
+
+PER_MODEL_BATCHING_FILE = "batching_params.pbtxt"  # in the version directory
+# The thread pool's name when --enable_batching comes without a parameters file (upstream's).
+DEFAULT_BATCH_THREAD_POOL = "model_server_batch_threads"
 
 
 @dataclass(frozen=True)
@@ -45,9 +52,28 @@ class CoreOptions:
     enable_model_warmup: bool = True
     num_request_iterations_for_warmup: int = 0  # 0: warmup's own default (1)
     allow_version_labels_for_unavailable_models: bool = False
+    # --enable_batching: the server's batching parameters (None: no batching).
+    batching: BatchingParams | None = None
+    # --enable_per_model_batching_parameters: a version batches only with its own
+    # batching_params.pbtxt; only the thread count comes from ``batching``.
+    per_model_batching: bool = False
 
     @classmethod
     def from_server_options(cls, options: ServerOptions) -> CoreOptions:
+        """Raises InvalidArgumentError for an unreadable or invalid batching parameters file."""
+        batching = None
+        if options.enable_batching:
+            # Values are checked when a version loads (a bad value fails the load, as
+            # upstream); only the shared thread pool's size must be right at start.
+            batching = (
+                read_batching_parameters(options.batching_parameters_file, validate=False)
+                if options.batching_parameters_file
+                else BatchingParams(thread_pool_name=DEFAULT_BATCH_THREAD_POOL)
+            )
+            if batching.num_batch_threads < 1:
+                raise InvalidArgumentError(
+                    f"num_batch_threads must be positive; was {batching.num_batch_threads}"
+                )
         return cls(
             tags=options.tags,
             file_system_poll_wait_seconds=options.file_system_poll_wait_seconds,
@@ -63,18 +89,38 @@ class CoreOptions:
             allow_version_labels_for_unavailable_models=(
                 options.allow_version_labels_for_unavailable_models
             ),
+            batching=batching,
+            per_model_batching=options.enable_per_model_batching_parameters,
         )
 
 
-def saved_model_loader(options: CoreOptions) -> VersionLoader:
-    """Loads one version from its directory and replays its warmup requests before it is
-    published; a warmup failure fails the load."""
+def _version_batching(options: CoreOptions, path: Path) -> BatchingParams | None:
+    """The parameters a version batches with (None: it does not), as TensorFlow Serving picks
+    them: the server's, or with per-model parameters only the version's own file."""
+    if options.batching is None:
+        return None
+    if not options.per_model_batching:
+        return options.batching.validated()
+    own = path / PER_MODEL_BATCHING_FILE
+    return read_batching_parameters(own) if own.exists() else None
+
+
+def saved_model_loader(
+    options: CoreOptions, scheduler: SharedBatchScheduler | None = None
+) -> VersionLoader:
+    """Loads one version from its directory, wraps it in the batcher when it batches, and
+    replays its warmup requests (through the batcher, as upstream) before it is published; a
+    warmup failure fails the load."""
 
     def load(id: ServableId, path: Path) -> LoadedModel:
         from runtime.saved_model import load_saved_model
         from serving.core.warmup import run_warmup
 
+        params = _version_batching(options, path) if scheduler is not None else None
         model = load_saved_model(path, options.tags)
+        if params is not None:
+            assert scheduler is not None
+            model = BatchingModel(model, scheduler, params, f"{id.name}/{id.version}")
         if options.enable_model_warmup:
             try:
                 run_warmup(
@@ -95,8 +141,14 @@ class ServerCore:
     def __init__(self, options: CoreOptions, loader: VersionLoader | None = None) -> None:
         self.options = options
         self.monitor = ServableStateMonitor()
+        # One pool of batch threads for every model that batches, as upstream.
+        self.batch_scheduler = (
+            SharedBatchScheduler(options.batching.num_batch_threads, thread_name_prefix="batch")
+            if options.batching is not None
+            else None
+        )
         self.manager = AspiredVersionsManager(
-            loader or saved_model_loader(options),
+            loader or saved_model_loader(options, self.batch_scheduler),
             self.monitor,
             num_load_threads=options.num_load_threads,
             num_unload_threads=options.num_unload_threads,
@@ -177,6 +229,8 @@ class ServerCore:
         """Stop watching, then unload every version (in-flight requests finish first)."""
         self.source.close()
         self.manager.close()
+        if self.batch_scheduler is not None:
+            self.batch_scheduler.close()
 
     def __enter__(self) -> Self:
         return self

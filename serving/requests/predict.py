@@ -11,6 +11,7 @@ Predict does (FAILED_PRECONDITION ``Serving signature key "s" not found.``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,6 +21,8 @@ from runtime import dtypes
 from runtime.dtypes import DataType
 from runtime.errors import FailedPreconditionError, InvalidArgumentError
 from runtime.saved_model import DEFAULT_SIGNATURE_KEY
+from serving.requests.call_context import CallContext
+from serving.requests.model_runner import run_model
 from serving.requests.model_spec import ModelSpec
 from serving.servable import ServableManager
 
@@ -108,27 +111,46 @@ def _output_aliases(signature: Any, output_filter: Sequence[str]) -> list[str] |
     return sorted(output_filter) if output_filter else None
 
 
+def _prepared(model: Any, request: PredictRequest) -> tuple[str, dict[str, np.ndarray], list[str] | None]:
+    """The signature key, the checked inputs by alias and the output aliases (None: all)."""
+    key = request.model_spec.signature_name or DEFAULT_SIGNATURE_KEY
+    if callable(request.inputs):
+        # The runtime's lookup error is the REST pre-check's INVALID_ARGUMENT.
+        signature = model.signature(key)
+        raw = request.inputs(signature)
+    else:
+        signature = model.signatures.get(key)
+        if signature is None:
+            raise FailedPreconditionError(f'Serving signature key "{key}" not found.')
+        raw = request.inputs
+    assert isinstance(raw, Mapping)
+    _check_input_names(signature, raw)
+    inputs = {
+        alias: _as_array(raw[alias], spec_.dtype, alias) for alias, spec_ in signature.inputs.items()
+    }
+    return key, inputs, _output_aliases(signature, request.output_filter)
+
+
+def _response(handle: Any, key: str, outputs: Mapping[str, Any]) -> PredictResponse:
+    ordered = {alias: np.asarray(outputs[alias]) for alias in sorted(outputs)}
+    return PredictResponse(ModelSpec(handle.id.name, handle.id.version, None, key), ordered)
+
+
 def predict(manager: ServableManager, request: PredictRequest) -> PredictResponse:
-    spec = request.model_spec
-    key = spec.signature_name or DEFAULT_SIGNATURE_KEY
-    with manager.handle(spec.servable_request()) as handle:
-        model = handle.servable
-        if callable(request.inputs):
-            # The runtime's lookup error is the REST pre-check's INVALID_ARGUMENT.
-            signature = model.signature(key)
-            raw = request.inputs(signature)
-        else:
-            signature = model.signatures.get(key)
-            if signature is None:
-                raise FailedPreconditionError(f'Serving signature key "{key}" not found.')
-            raw = request.inputs
-        assert isinstance(raw, Mapping)
-        _check_input_names(signature, raw)
-        inputs = {
-            alias: _as_array(raw[alias], spec_.dtype, alias)
-            for alias, spec_ in signature.inputs.items()
-        }
-        aliases = _output_aliases(signature, request.output_filter)
-        outputs = model.run(key, inputs, aliases)
-        ordered = {alias: np.asarray(outputs[alias]) for alias in sorted(outputs)}
-        return PredictResponse(ModelSpec(handle.id.name, handle.id.version, None, key), ordered)
+    with manager.handle(request.model_spec.servable_request()) as handle:
+        key, inputs, aliases = _prepared(handle.servable, request)
+        return _response(handle, key, handle.servable.run(key, inputs, aliases))
+
+
+async def predict_async(
+    manager: ServableManager,
+    request: PredictRequest,
+    executor: Executor | None = None,
+    call: CallContext | None = None,
+) -> PredictResponse:
+    """``predict`` for an event loop: the checks run here, the model runs in the batcher (when
+    the version batches) or on ``executor``, and the version stays loaded until it answers."""
+    with manager.handle(request.model_spec.servable_request()) as handle:
+        key, inputs, aliases = _prepared(handle.servable, request)
+        outputs = await run_model(handle.servable, key, inputs, aliases, executor, call)
+        return _response(handle, key, outputs)

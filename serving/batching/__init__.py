@@ -1,0 +1,1 @@
+"""Request batching: group concurrent model runs into batches, as TensorFlow Serving does."""
