@@ -117,3 +117,53 @@ def test_concurrent_rest_and_grpc_clients_get_their_own_rows(
     tasks, batches = int(summary.group(1)), int(summary.group(2))
     assert tasks >= answered  # warmup-free model: every request is one task
     assert batches < tasks, f"{tasks} tasks ran in {batches} batches: nothing was batched"
+
+
+FULL_QUEUE_PARAMS = """
+max_batch_size { value: 2 }
+batch_timeout_micros { value: 3000000 }
+max_enqueued_batches { value: 1 }
+num_batch_threads { value: 1 }
+"""
+QUEUE_FULL = "The batch scheduling queue to which this task was submitted is full"
+
+
+def test_a_full_queue_answers_at_once_over_both_transports(tmp_path: Path) -> None:
+    params = tmp_path / "batching.pbtxt"
+    params.write_text(FULL_QUEUE_PARAMS)
+    server = ServerProcess(
+        ["--model_name=mlp", f"--model_base_path={MLP}", "--enable_batching",
+         f"--batching_parameters_file={params}"],
+        ["mlp"],
+    )
+    width = _signature_width()
+    try:
+        with ThreadPoolExecutor(1) as pool, \
+                grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+            # One row opens the only batch the queue may hold; it waits out its window.
+            waiting = pool.submit(
+                server.client.post, "/v1/models/mlp:predict",
+                json={"instances": [[0.5] * width]},
+            )
+            deadline = threading.Event()
+            deadline.wait(0.5)
+            # Two more rows do not fit in that batch and a second batch is not allowed.
+            reply = server.client.post(
+                "/v1/models/mlp:predict", json={"instances": [[0.5] * width] * 2}
+            )
+            assert reply.status_code == 503
+            assert reply.json()["error"].startswith(QUEUE_FULL)
+            request = predict_pb2.PredictRequest()
+            request.model_spec.name = "mlp"
+            request.inputs["features"].CopyFrom(
+                make_tensor_proto(np.full((2, width), 0.5, np.float32))
+            )
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            with pytest.raises(grpc.RpcError) as info:
+                stub.Predict(request, timeout=60)
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert info.value.details().startswith(QUEUE_FULL)
+            assert not waiting.done()  # refused at once, not after the window
+            assert waiting.result(timeout=60).status_code == 200
+    finally:
+        assert server.stop() == 0, server.output()
