@@ -238,3 +238,10 @@ def test_frozen() -> None:
 
 def test_task_too_large_message() -> None:
     assert task_too_large_message(12, 8) == "Task size 12 is larger than maximum input batch size 8"
+
+
+def test_the_example_config_is_valid_and_adaptive() -> None:
+    example = Path(__file__).resolve().parents[3] / "config" / "batching.config"
+    params = read_batching_parameters(example)
+    assert params.adaptive and params.batch_timeout_micros == -5000
+    assert params.max_batch_size == 64
