@@ -5,7 +5,7 @@ TF_VENV := .venv-tf
 PY := $(VENV)/bin/python
 TF_PY := $(TF_VENV)/bin/python
 
-.PHONY: serve test protos fixtures kernel-fixtures bench lint
+.PHONY: serve test protos fixtures kernel-fixtures bench bench-serving lint
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,13 @@ kernel-fixtures: $(TF_VENV)/.installed
 
 bench: $(VENV)/.installed $(TF_VENV)/.installed
 	$(PY) bench/runtime_bench.py
+
+# Throughput and latency of the daemon under load (wrk, h2load) with and without batching,
+# beside the ceiling servers and FastAPI + TensorFlow; draws docs/latency_vs_load.png.
+bench-serving: $(VENV)/.installed $(TF_VENV)/.installed
+	$(VENV)/bin/pip install --quiet -e '.[bench]'
+	command -v wrk >/dev/null && command -v h2load >/dev/null || apt-get install -y wrk nghttp2-client
+	$(PY) bench/serving_bench.py
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check runtime serving tests bench fixtures
