@@ -149,8 +149,13 @@ async def predict_async(
     call: CallContext | None = None,
 ) -> PredictResponse:
     """``predict`` for an event loop: the checks run here, the model runs in the batcher (when
-    the version batches) or on ``executor``, and the version stays loaded until it answers."""
-    with manager.handle(request.model_spec.servable_request()) as handle:
+    the version batches) or on ``executor``, and the version stays loaded until the run is over,
+    even when the caller stops waiting first."""
+    handle = manager.handle(request.model_spec.servable_request())
+    try:
         key, inputs, aliases = _prepared(handle.servable, request)
-        outputs = await run_model(handle.servable, key, inputs, aliases, executor, call)
-        return _response(handle, key, outputs)
+    except BaseException:
+        handle.release()
+        raise
+    outputs = await run_model(handle, key, inputs, aliases, executor, call)  # releases it
+    return _response(handle, key, outputs)

@@ -3,8 +3,10 @@
 One catch-all route takes every request, because TensorFlow Serving's routing (case-insensitive
 ``/v1/``, ``:predict`` suffixes, 400 ``Malformed request`` for a wrong method) is not
 expressible as path templates. Each API is: decode the body, call the request layer, encode.
-Model runs (and the JSON work around them) go to a bounded thread pool so the event loop keeps
-answering status requests while models compute.
+The inference APIs (``POST ...:predict``, ``:classify``, ``:regress``) are answered by a raw
+ASGI handler in front of FastAPI (``fast_path``), which calls the same ``RestApi.infer``.
+Model runs that are not known to be short go off the event loop (``run_site``: a batching
+version's queue, or a bounded thread pool), so the loop keeps answering while models compute.
 
 Beyond TensorFlow Serving's API: ``GET /v1/models`` lists every model with its versions' states
 (upstream answers 400 there), and the probes ``GET /healthz`` (the process answers) and
@@ -16,24 +18,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import zlib
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
 
-from runtime.errors import DeadlineExceededError, NotFoundError, OpError
+from runtime.errors import DeadlineExceededError, NotFoundError, OpError, ResourceExhaustedError
+from serving.requests.call_context import CallContext, calling
 from serving.requests.classify import ClassifyRequest, classify
 from serving.requests.metadata import GetModelMetadataRequest, get_model_metadata
 from serving.requests.model_spec import ModelSpec
-from serving.requests.predict import PredictRequest, predict
+from serving.requests.predict import PredictRequest, predict, predict_async
 from serving.requests.regress import RegressRequest, regress
 from serving.requests.status import GetModelStatusRequest, GetModelStatusResponse, get_model_status
+from serving.rest.fast_path import RestApp
+from serving.rest.gzip_body import gunzip
 from serving.rest.http_status import http_status
 from serving.rest.json_codec import PredictBody, decode_inputs, parse_predict_body
 from serving.rest.json_encode import encode_predict_response
@@ -45,11 +49,16 @@ from serving.rest.json_examples import (
 from serving.rest.json_status import metadata_json, models_json, probe_json, status_json
 from serving.rest.json_text import error_body
 from serving.rest.routes import API_PATH, Route, parse_route
+from serving.rest.run_site import (
+    INLINE_BODY_BYTES,
+    INLINE_OUTPUT_VALUES,
+    RunSites,
+    SiteExecutor,
+)
 from serving.servable import ServableManager
 
 log = logging.getLogger("graphserve")
 
-MAX_GUNZIPPED_BYTES = 100 << 20  # TensorFlow Serving's cap on an uncompressed request body
 _JSON = {"Content-Type": "application/json"}
 _CORS = {
     "Access-Control-Allow-Origin": "*",
@@ -58,6 +67,8 @@ _CORS = {
 }
 _ORIGIN = re.compile(r"https?://")
 HEALTHZ, READYZ = "/healthz", "/readyz"
+TIMED_OUT = "Timed out waiting for notification"
+INFERENCE_APIS = ("predict", "classify", "regress")
 _PROBE_METHODS = ("GET", "HEAD")
 # Every method reaches the handler, which answers the ones the API lacks as malformed.
 _METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]
@@ -84,21 +95,6 @@ def _all_ready() -> list[str]:
     return []
 
 
-def gunzip(body: bytes, limit: int = MAX_GUNZIPPED_BYTES) -> bytes:
-    """The uncompressed body, or b"" when it is not valid gzip or exceeds ``limit`` bytes
-    (TensorFlow Serving then sees an empty body)."""
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        data = inflater.decompress(body, limit)
-    except zlib.error:
-        log.error("Failed to uncompress the gzipped body")
-        return b""
-    if inflater.unconsumed_tail:
-        log.error("Gzipped body exceeds %d bytes uncompressed", limit)
-        return b""
-    return data
-
-
 class JsonInputs:
     """The request layer's input decoder for a parsed JSON body."""
 
@@ -107,6 +103,24 @@ class JsonInputs:
 
     def __call__(self, signature: Any) -> dict[str, np.ndarray]:
         return decode_inputs(self.body, signature.input_dtypes)
+
+
+def _caller_gone(receive: Any) -> Callable[[], bool] | None:
+    """Whether the client has gone, read from uvicorn's request cycle (the object behind its
+    ``receive``), which marks itself disconnected when the connection drops. Watching
+    ``receive()`` for ``http.disconnect`` instead would take a second task per request. Other
+    servers: None (not known)."""
+    cycle = getattr(receive, "__self__", None)
+    if cycle is None or not isinstance(getattr(cycle, "disconnected", None), bool):
+        return None
+    return lambda: bool(cycle.disconnected)
+
+
+def _values(outputs: Mapping[str, np.ndarray]) -> int:
+    count = 0
+    for array in outputs.values():
+        count += array.size
+    return count
 
 
 class RestApi:
@@ -120,11 +134,12 @@ class RestApi:
         self.readiness = readiness
         self.pool = ThreadPoolExecutor(options.num_threads, thread_name_prefix="rest")
         self._timeout_s = options.timeout_in_ms / 1000 if options.timeout_in_ms > 0 else None
+        self.sites = RunSites()
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
-    # -- the APIs (synchronous; predict runs in the pool) ---------------------------------
+    # -- the APIs (synchronous) -------------------------------------------------------------
 
     def predict(self, route: Route, body: bytes) -> bytes:
         parsed = parse_predict_body(body)
@@ -179,7 +194,60 @@ class RestApi:
             return probe_json("not ready", not_ready), 503
         return probe_json("ready"), 200
 
-    # -- HTTP --------------------------------------------------------------------------------
+    # -- inference, off the event loop unless known to be short -----------------------------
+
+    async def infer(self, route: Route, body: bytes, receive: Any = None) -> bytes:
+        """The response body of an inference API; raises OpError. ``receive`` (the request's
+        ASGI receive) tells a batching version whether the client is still there."""
+        if route.api == "predict" and len(body) <= INLINE_BODY_BYTES:
+            return await self._predict(route, body, receive)
+        call = CallContext.with_timeout(self._timeout_s, _caller_gone(receive))
+        fn = getattr(self, route.api)
+        return await self._in_pool(self._calling, call, fn, route, body)
+
+    async def _predict(self, route: Route, body: bytes, receive: Any) -> bytes:
+        parsed = parse_predict_body(body)
+        site = self.sites.get(route, parsed.signature_name)
+        request = PredictRequest(site.spec, JsonInputs(parsed))
+        if site.inline():
+            # CPU time, not wall time: a preempted run (other processes share the cores) did
+            # not block the loop any longer than it would have anyway.
+            start = time.thread_time()
+            try:
+                outputs = predict(self.manager, request).outputs
+            finally:
+                site.record(time.thread_time() - start)
+        else:
+            executor = SiteExecutor(self.pool, site)
+            call = CallContext.with_timeout(self._timeout_s, _caller_gone(receive))
+            outputs = await self._predict_off_loop(request, executor, call)
+            executor.learned()
+        if _values(outputs) > INLINE_OUTPUT_VALUES:
+            return await self._in_pool(encode_predict_response, outputs, parsed.format)
+        return encode_predict_response(outputs, parsed.format)
+
+    async def _predict_off_loop(
+        self, request: PredictRequest, executor: SiteExecutor, call: CallContext
+    ) -> dict[str, np.ndarray]:
+        try:
+            async with asyncio.timeout(self._timeout_s) as timeout:
+                response = await predict_async(self.manager, request, executor, call)
+        except TimeoutError:
+            if timeout.expired():
+                raise DeadlineExceededError(TIMED_OUT) from None
+            raise
+        except ResourceExhaustedError:
+            # The batcher dropped the task at the deadline just before the loop's own timer
+            # fired: the same timeout, answered the same way.
+            if call.deadline is not None and time.monotonic() >= call.deadline:
+                raise DeadlineExceededError(TIMED_OUT) from None
+            raise
+        return response.outputs
+
+    @staticmethod
+    def _calling(call: CallContext, fn: Callable[..., bytes], *args: Any) -> bytes:
+        with calling(call):  # a batching version's blocking run queues with the deadline
+            return fn(*args)
 
     async def _in_pool(self, fn: Callable[..., bytes], *args: Any) -> bytes:
         future = asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
@@ -187,7 +255,9 @@ class RestApi:
             return await asyncio.wait_for(future, self._timeout_s)
         except TimeoutError:
             # The run cannot be interrupted; it finishes in the background, unanswered.
-            raise DeadlineExceededError("Timed out waiting for notification") from None
+            raise DeadlineExceededError(TIMED_OUT) from None
+
+    # -- HTTP (everything the fast path does not take) -----------------------------------------
 
     async def _dispatch(self, request: Request, path: str) -> bytes:
         method = request.method
@@ -195,12 +265,8 @@ class RestApi:
         if "gzip" in request.headers.get("content-encoding", ""):
             body = gunzip(body)
         route = parse_route(method, path)
-        if route.api == "predict":
-            return await self._in_pool(self.predict, route, body)
-        if route.api == "classify":
-            return await self._in_pool(self.classify, route, body)
-        if route.api == "regress":
-            return await self._in_pool(self.regress, route, body)
+        if route.api in INFERENCE_APIS:
+            return await self.infer(route, body, request.receive)
         if route.api == "metadata":
             return self.metadata(route)
         if route.api == "models":
@@ -247,9 +313,12 @@ def create_app(
     manager: ServableManager,
     options: RestOptions | None = None,
     readiness: Readiness = _all_ready,
-) -> FastAPI:
+) -> RestApp:
+    """The FastAPI application (``app.state.rest_api`` is the ``RestApi``), with the inference
+    APIs answered before FastAPI's own request handling."""
     api = RestApi(manager, options or RestOptions(), readiness)
-    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    app = RestApp(docs_url=None, redoc_url=None, openapi_url=None)
     app.router.add_route("/{path:path}", api.handle, methods=_METHODS, include_in_schema=False)
     app.state.rest_api = api
+    app.enable_fast_path(api, api.options.enable_cors)
     return app

@@ -11,6 +11,7 @@ one writer call per element.
 from __future__ import annotations
 
 import base64
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -93,7 +94,7 @@ def nested_items(
     groups = tokens
     for axis in range(len(shape) - 1, 0, -1):
         size = shape[axis]
-        outer = int(np.prod(shape[:axis]))
+        outer = math.prod(shape[:axis])
         if size == 0:
             groups = ["[]"] * outer
             continue
@@ -145,6 +146,11 @@ def _rows(name: str, array: np.ndarray, depth: int) -> list[str]:
     if array.shape[0] == 0:
         return []
     per_row = len(tokens) // array.shape[0]
+    if len(row_shape) == 1 and per_row:  # the common case, joined directly
+        return [
+            "[" + ", ".join(tokens[start : start + per_row]) + "]"
+            for start in range(0, len(tokens), per_row)
+        ]
     return [
         _wrap(nested_items(tokens[r * per_row : (r + 1) * per_row], row_shape, depth, True),
               depth, True)

@@ -10,12 +10,15 @@ the tensor's precision, else with ``max_digits10`` significant digits (``%.9g`` 
 The literal steps format each value twice and parse it once. Here the decision (does the
 6-digit form read back? is it a whole number?) is made for the whole array with numpy, so each
 value is formatted exactly once, with the one printf format that yields TensorFlow's text.
-Values where that arithmetic is not provably exact go through the reference steps.
+Values where that arithmetic is not provably exact go through the reference steps. Those numpy
+steps cost tens of microseconds whatever the size, so small arrays (a batch-1 prediction) take
+the literal steps per value instead, which is several times faster there.
 """
 
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 
@@ -62,10 +65,42 @@ def _round_to_digits(a: np.ndarray, exp10: np.ndarray, digits: int) -> tuple[np.
     return q, x, (digits - 1) - x
 
 
+# Below this many values the per-value steps beat the whole-array arithmetic (measured: ~0.5 µs
+# per value against ~45 µs + 0.25 µs per value).
+SMALL_ARRAY = 128
+_SPECIAL = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+_F32 = struct.Struct("f")
+
+
+def _small_float_tokens(values: list[float], single: bool) -> list[str]:
+    """TensorFlow Serving's steps, value by value. ``single``: the values are float32 (the
+    round trip is checked at float32 precision: struct's "f" rounds a double to nearest, as
+    numpy does)."""
+    pack, unpack = _F32.pack, _F32.unpack
+    long_format = ".9g" if single else ".17g"
+    tokens = []
+    for value in values:
+        text = format(value, ".6g")
+        back = float(text)
+        if single:
+            try:
+                back = unpack(pack(back))[0]
+            except OverflowError:
+                back = math.inf
+        if back != value:
+            text = format(value, long_format)
+        if "." not in text and "e" not in text:
+            text = _SPECIAL.get(text) or text + ".0"
+        tokens.append(text)
+    return tokens
+
+
 def float_tokens(values: np.ndarray) -> list[str]:
     """JSON tokens for a float32 or float64 array, in row-major order."""
     flat = np.ascontiguousarray(values).reshape(-1)
     dtype = flat.dtype
+    if flat.size <= SMALL_ARRAY:
+        return _small_float_tokens(flat.tolist(), dtype == np.float32)
     digits_max = _MAX_DIGITS[dtype]
     tokens = np.empty(flat.shape, dtype=object)
 
@@ -112,7 +147,10 @@ def float_tokens(values: np.ndarray) -> list[str]:
 
 
 def int_tokens(values: np.ndarray) -> list[str]:
-    tokens: list[str] = np.ascontiguousarray(values).reshape(-1).astype(str).tolist()
+    flat = np.ascontiguousarray(values).reshape(-1)
+    if flat.size <= SMALL_ARRAY:
+        return list(map(str, flat.tolist()))
+    tokens: list[str] = flat.astype(str).tolist()
     return tokens
 
 

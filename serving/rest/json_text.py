@@ -1,7 +1,8 @@
 """JSON text the way TensorFlow Serving's REST layer (rapidjson) reads and writes it.
 
 * ``parse_json``: rapidjson's parse with NaN/Infinity tokens allowed and parsing stopped once the
-  root value is complete; errors carry rapidjson's English messages and a byte offset.
+  root value is complete; errors carry rapidjson's English messages and a byte offset. orjson
+  reads the ordinary bodies; the rest go through ``parse_json_reference``.
 * ``PrettyWriter``: rapidjson's PrettyWriter (4-space indent, optional single-line arrays), used
   for the value dumps inside error messages (``json_encode`` builds response bodies with joins;
   the writer is its oracle in the tests).
@@ -19,6 +20,8 @@ import json
 import math
 import re
 from typing import Any
+
+import orjson
 
 from runtime.errors import InvalidArgumentError
 
@@ -302,7 +305,24 @@ def _check_number_sizes(text: str, start: int, end: int) -> None:
 
 
 def parse_json(body: bytes) -> Any:
-    """Parse a request body as TensorFlow Serving does; raises InvalidArgumentError."""
+    """Parse a request body as TensorFlow Serving does; raises InvalidArgumentError.
+
+    orjson reads the bodies it accepts to the same values as the reference parser below
+    (``parse_json_reference``) in a fraction of the time, with one difference that is
+    rapidjson's own: an integer literal outside 64 bits becomes a double (the reference keeps a
+    Python int, which every consumer here treats as that same double). Everything orjson
+    refuses (NaN/Infinity tokens, numbers beyond a double, text after the root value, non-UTF-8
+    bytes, lone surrogates, deep nesting, syntax errors) goes to the reference parser, which has
+    the exact messages.
+    """
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return parse_json_reference(body)
+
+
+def parse_json_reference(body: bytes) -> Any:
+    """The reference parse (Python's json with rapidjson's rules and messages)."""
     if not body:
         raise InvalidArgumentError("JSON Parse error: The document is empty")
     text = body.decode("utf-8", "surrogateescape")
