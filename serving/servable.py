@@ -17,7 +17,6 @@ manager warmup replays against. Its contract:
 from __future__ import annotations
 
 import enum
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Self
@@ -87,14 +86,16 @@ class ServableHandle:
     ) -> None:
         self.id = id
         self.servable = servable
-        self._release = release
-        self._lock = threading.Lock()
+        # At most one entry; list.pop is atomic, so two threads releasing at once release once
+        # (no lock to make per request).
+        self._release: list[Callable[[], None]] = [] if release is None else [release]
 
     def release(self) -> None:
-        with self._lock:
-            release, self._release = self._release, None
-        if release is not None:
-            release()
+        try:
+            release = self._release.pop()
+        except IndexError:  # released already (or nothing to release)
+            return
+        release()
 
     def __enter__(self) -> Self:
         return self

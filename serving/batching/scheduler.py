@@ -31,6 +31,11 @@ Contract:
 Idle threads sleep on their own condition until the earliest time a queued batch becomes ready;
 ``schedule`` wakes one only when it makes a batch ready sooner than any idle thread would look.
 There is no polling.
+
+A caller may run a queue's batches on its own thread instead (``schedule``'s ``on_ready``,
+then ``run_ready``): an event loop does for models whose batches cost less than the thread
+hand-offs (``loop_runner``). The batches are formed and checked exactly as above; only the
+thread that runs them differs.
 """
 
 from __future__ import annotations
@@ -96,6 +101,8 @@ class QueueOptions:
 
 
 ProcessBatch = Callable[[list[Task]], Sequence[Any]]  # results in task order; raise to fail all
+# Told (queue, clock time) when that queue's next batch becomes ready, instead of a batch thread.
+ReadyHook = Callable[["BatchQueue", float], None]
 
 
 def split_sizes(size: int, open_room: int, limit: int) -> list[int]:
@@ -244,14 +251,22 @@ class BatchQueue:
 
     # -- the caller's side ---------------------------------------------------------------
 
-    def schedule(self, task: Task) -> None:
+    def schedule(self, task: Task, on_ready: ReadyHook | None = None) -> None:
         """Queue ``task``. Raises InvalidArgumentError for a task larger than
         ``max_batch_size`` and UnavailableError when the queue is full or closed; ``on_done``
-        is not called then."""
+        is not called then.
+
+        ``on_ready``: the caller will run this queue's batches itself (``run_ready``) when
+        told when the next one is ready, instead of waking a batch thread for it. For a caller
+        whose own thread is better placed than a batch thread (an event loop serving a model
+        whose batches take microseconds: a thread hand-off costs more than the batch). It is
+        called on this thread, after the lock is released; the batch threads still take any
+        batch that is ready when they look."""
         size = task.size
         if size > self._max_input:
             raise InvalidArgumentError(task_too_large_message(size, self._max_input))
         scheduler = self._scheduler
+        tell = _INF
         with self._lock:
             if self._closed:
                 raise UnavailableError(
@@ -282,7 +297,45 @@ class BatchQueue:
             ready = batches[0].ready
             if ready < self._armed:
                 self._armed = ready
-                scheduler._kick_locked(ready)
+                if on_ready is None:
+                    scheduler._kick_locked(ready)
+                else:
+                    tell = ready
+        if tell < _INF:
+            assert on_ready is not None
+            try:
+                on_ready(self, tell)
+            except Exception:  # the task is queued: a batch thread must see to it instead
+                log.exception("Batch queue %r: ready hook failed", self.name)
+                with self._lock:
+                    scheduler._kick_locked(tell)
+
+    def run_ready(self) -> float | None:
+        """Run this queue's ready batches on this thread (the ``on_ready`` caller's side).
+        Returns when the next queued batch becomes ready (the caller runs it then; it may
+        already be past), or None when nothing is queued."""
+        scheduler = self._scheduler
+        while True:
+            with self._lock:
+                now = scheduler._clock()
+                batch = self._take_locked(now)
+                if batch is None:
+                    head = self._batches[0]
+                    if not head.tasks:
+                        return None
+                    self._armed = min(self._armed, head.ready)
+                    return head.ready
+            try:
+                rows, seconds = scheduler._run(self, batch, now)
+            except BaseException:  # a bug of ours: hand what is left to the batch threads
+                with self._lock:
+                    scheduler._finish_locked(self, 0, None)
+                    ready = self._batches[0].ready
+                    self._armed = min(self._armed, ready)
+                    scheduler._kick_locked(ready)
+                raise
+            with self._lock:
+                scheduler._finish_locked(self, rows, seconds)
 
     def close(self, wait: bool = True) -> None:
         """Accept no new tasks; queued batches still run (the open one at once). With ``wait``,
@@ -385,10 +438,11 @@ class BatchQueue:
         if self._empty_locked():
             scheduler._retire_locked(self)
             return
+        # A thread, even when an ``on_ready`` caller was due to look: that caller (an event
+        # loop) may be stopping too.
         ready = self._batches[0].ready
-        if ready < self._armed:
-            self._armed = ready
-            scheduler._kick_locked(ready)
+        self._armed = min(self._armed, ready)
+        scheduler._kick_locked(ready)
 
     def _empty_locked(self) -> bool:
         return self._in_flight == 0 and len(self._batches) == 1 and not self._batches[0].tasks
@@ -440,6 +494,10 @@ class SharedBatchScheduler:
         for worker in self._workers:
             assert worker.thread is not None
             worker.thread.start()
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self._clock
 
     def add_queue(self, options: QueueOptions, process: ProcessBatch) -> BatchQueue:
         """A new queue whose batches go to ``process``. InvalidArgumentError for bad options."""

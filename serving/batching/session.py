@@ -9,11 +9,18 @@ as upstream.
 
 Every queued task belongs to a request that holds the version's handle, so a version being
 unloaded finishes its queue before ``close`` runs; ``close`` then retires the queues.
+
+Each queue learns what its batch function costs (CPU time, moving average). Tasks queued from
+an event loop's thread into a queue whose batches are cheap (``LOOP_BATCH_S``) have their
+batches run on that loop (``loop_runner``) rather than a batch thread. Merging and splitting
+take a fast path for the common batch (tasks of equal shapes and dtypes, no padding).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,15 +29,22 @@ from typing import Any
 import numpy as np
 
 from serving.batching import merge
+from serving.batching.loop_runner import loop_batches
 from serving.batching.params import BatchingParams
 from serving.batching.scheduler import BatchQueue, QueueOptions, SharedBatchScheduler, Task
-from serving.requests.call_context import CallContext, current
+from serving.requests.call_context import CallInfo, current
 
 log = logging.getLogger("graphserve")
 
 Outputs = dict[str, np.ndarray]
 OnDone = Callable[[Any, BaseException | None], None]
 _UNBATCHED_WARNING_INTERVAL_S = 120.0  # as upstream: say it, but not on every request
+# A batch whose batch function takes less CPU time than this (on average) runs on the event
+# loop that queued its tasks (``loop_runner``): the thread hand-offs cost more than it. A few
+# times the single run REST allows inline (``rest.run_site.INLINE_RUN_S``), for a batch of many.
+LOOP_BATCH_S = 250e-6
+_COST_SAMPLE_CAP_S = 10 * LOOP_BATCH_S  # one outlier (a descheduled thread) moves it this far
+_COST_WEIGHT = 1 / 8  # of the newest batch in the average
 
 
 def queue_options(params: BatchingParams, name: str) -> QueueOptions:
@@ -62,17 +76,85 @@ class _SignatureBatcher:
         self.outputs = frozenset(model.signatures[key].outputs)
         self.params = params
         self.queue: BatchQueue = scheduler.add_queue(queue_options(params, name), self.process)
+        # Batches may run on an event loop only where the queue's clock is the loops' own.
+        self._loop_clock = scheduler.clock is time.monotonic
+        self.cost_s = math.inf  # moving average of a batch's CPU time; inf: none yet
+
+    def loop_runs(self) -> bool:
+        """Whether a task queued from an event loop's thread should have its batch run there."""
+        return self.cost_s < LOOP_BATCH_S and self._loop_clock
 
     def process(self, tasks: list[Task]) -> list[Outputs]:
+        # CPU time, not wall time: a batch thread waiting for the GIL is not the batch's cost.
+        start = time.thread_time()
+        try:
+            return self._process(tasks)
+        finally:
+            seconds = min(time.thread_time() - start, _COST_SAMPLE_CAP_S)
+            cost = self.cost_s
+            self.cost_s = seconds if cost == math.inf else cost + (seconds - cost) * _COST_WEIGHT
+
+    def _process(self, tasks: list[Task]) -> list[Outputs]:
         sizes = [task.size for task in tasks]
         rows = sum(sizes)
         batch_size = merge.round_up_to_allowed(rows, self.params.allowed_batch_sizes)
-        inputs = merge.merge_inputs(
-            [task.payload for task in tasks], batch_size, self.params.pad_variable_length_inputs
-        )
+        payloads = [task.payload for task in tasks]
+        inputs = _concatenated(payloads) if batch_size == rows else None
+        if inputs is None:
+            inputs = merge.merge_inputs(
+                payloads, batch_size, self.params.pad_variable_length_inputs
+            )
         outputs = self.model.run(self.key, inputs)
         self.queue.stats.record_padding(rows, batch_size - rows)
+        if rows == batch_size and sizes.count(sizes[0]) == len(sizes):
+            pieces = _equal_pieces(outputs, len(sizes), rows)
+            if pieces is not None:
+                return pieces
         return merge.split_outputs(outputs, sizes, batch_size)
+
+
+def _concatenated(payloads: list[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray] | None:
+    """The common batch (several tasks, equal inputs but for dim 0, nothing to pad) with one
+    ``np.concatenate`` per input; None for anything else, which ``merge.merge_inputs`` handles
+    (and words the errors of)."""
+    if len(payloads) < 2:
+        return None
+    names = payloads[0].keys()
+    # Every task has every name, and no more names: the same keys.
+    if sum(map(len, payloads)) != len(names) * len(payloads):
+        return None
+    merged: dict[str, np.ndarray] = {}
+    for name in names:
+        try:
+            arrays = [payload[name] for payload in payloads]
+        except KeyError:
+            return None
+        try:
+            # Refuses rank 0, unequal dims 1..n and (casting "no") any dtype mix.
+            merged[name] = np.concatenate(arrays, dtype=arrays[0].dtype, casting="no")
+        except (ValueError, TypeError):
+            return None
+    return merged
+
+
+def _equal_pieces(
+    outputs: Mapping[str, np.ndarray], tasks: int, rows: int
+) -> list[Outputs] | None:
+    """The outputs cut into ``tasks`` equal runs of rows (views), for tasks of equal sizes
+    (batch-1 requests above all); None when an output lacks the batch's rows."""
+    if not outputs or rows % tasks:
+        return None
+    per_task = rows // tasks
+    columns = []
+    for array in outputs.values():
+        if array.ndim == 0 or array.shape[0] != rows:
+            return None
+        columns.append(list(array.reshape(tasks, per_task, *array.shape[1:])))
+    names = list(outputs)
+    if len(names) == 1:
+        (name,) = names
+        return [{name: piece} for piece in columns[0]]
+    return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
 class BatchingModel:
@@ -123,22 +205,39 @@ class BatchingModel:
         inputs: Mapping[str, np.ndarray],
         output_aliases: Sequence[str] | None,
         on_done: OnDone,
-        call: CallContext | None = None,
+        call: CallInfo | None = None,
     ) -> None:
         """Queue one run; ``on_done(outputs, None)`` or ``on_done(None, error)`` follows once,
-        from a batch thread (or from this thread when the run is refused or unbatched)."""
+        from a batch thread (or from this thread when the run is refused or unbatched).
+
+        Called on an event loop's thread, the batch may run on that loop (when the queue's
+        batches are cheap, ``loop_runner``): ``on_done`` must not be waited for there."""
+        self._submit(key, inputs, output_aliases, on_done, call, on_loop=True)
+
+    def _submit(
+        self,
+        key: str,
+        inputs: Mapping[str, np.ndarray],
+        output_aliases: Sequence[str] | None,
+        on_done: OnDone,
+        call: CallInfo | None,
+        on_loop: bool,
+    ) -> None:
         batcher = self._batcher(key, output_aliases)
         try:
             if batcher is not None:
-                batcher.queue.schedule(
-                    Task(
-                        size=merge.task_size(inputs),
-                        payload=inputs,
-                        on_done=on_done,
-                        deadline=call.deadline if call is not None else None,
-                        cancelled=call.cancelled if call is not None else None,
-                    )
+                task = Task(
+                    merge.task_size(inputs),
+                    inputs,
+                    on_done,
+                    call.deadline if call is not None else None,
+                    call.cancelled if call is not None else None,
                 )
+                loop = asyncio._get_running_loop() if on_loop else None
+                if loop is not None and batcher.loop_runs():
+                    batcher.queue.schedule(task, loop_batches(loop))
+                else:
+                    batcher.queue.schedule(task)
                 return
             outputs = self.model.run(key, inputs, output_aliases)
         except Exception as err:  # noqa: BLE001 - refused or failed here: the caller hears it
@@ -163,7 +262,8 @@ class BatchingModel:
             answer[0], answer[1] = result, error
             done.set()
 
-        self.submit(key, inputs, output_aliases, on_done, current())
+        # Never on an event loop's turn: this thread waits for the batch.
+        self._submit(key, inputs, output_aliases, on_done, current(), on_loop=False)
         done.wait()
         if answer[1] is not None:
             raise answer[1]

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,17 @@ class CallContext:
     ) -> CallContext:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         return cls(deadline, cancelled)
+
+
+class CallInfo(Protocol):
+    """What a queue reads of a caller: ``CallContext``, or anything shaped like it (the async
+    request path passes its run object, which answers ``cancelled`` itself)."""
+
+    @property
+    def deadline(self) -> float | None: ...
+
+    @property
+    def cancelled(self) -> Callable[[], bool] | None: ...
 
 
 _current: contextvars.ContextVar[CallContext | None] = contextvars.ContextVar(

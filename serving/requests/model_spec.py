@@ -16,6 +16,11 @@ class ModelSpec:
     signature_name: str = ""
 
     def servable_request(self) -> ServableRequest:
+        # Made once per spec: a transport that keeps its specs (REST does, per route) asks
+        # for it on every request.
+        cached: ServableRequest | None = self.__dict__.get("_servable_request")
+        if cached is not None:
+            return cached
         if not self.name:
             raise InvalidArgumentError("ModelSpec has no name specified.")
         if self.version is not None and self.version_label is not None:
@@ -23,4 +28,6 @@ class ModelSpec:
                 f"Both model version ({self.version}) and model version label "
                 f"({self.version_label}) cannot be supplied."
             )
-        return ServableRequest(self.name, self.version, self.version_label)
+        request = ServableRequest(self.name, self.version, self.version_label)
+        self.__dict__["_servable_request"] = request
+        return request

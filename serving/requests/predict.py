@@ -10,6 +10,7 @@ Predict does (FAILED_PRECONDITION ``Serving signature key "s" not found.``).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -22,9 +23,9 @@ from runtime.dtypes import DataType
 from runtime.errors import FailedPreconditionError, InvalidArgumentError
 from runtime.saved_model import DEFAULT_SIGNATURE_KEY
 from serving.requests.call_context import CallContext
-from serving.requests.model_runner import run_model
+from serving.requests.model_runner import start_run
 from serving.requests.model_spec import ModelSpec
-from serving.servable import ServableManager
+from serving.servable import ServableHandle, ServableManager
 
 
 class InputDecoder(Protocol):
@@ -111,9 +112,47 @@ def _output_aliases(signature: Any, output_filter: Sequence[str]) -> list[str] |
     return sorted(output_filter) if output_filter else None
 
 
-def _prepared(model: Any, request: PredictRequest) -> tuple[str, dict[str, np.ndarray], list[str] | None]:
+_NUMPY_DTYPES = "_numpy_input_dtypes"
+
+
+def _input_dtypes(signature: Any) -> dict[str, np.dtype]:
+    """The numpy dtype of each of the signature's inputs, worked out once per signature (kept
+    on the signature object, as its own ``input_dtypes`` are)."""
+    store: dict[str, Any] = getattr(signature, "__dict__", {})
+    cached: dict[str, np.dtype] | None = store.get(_NUMPY_DTYPES)
+    if cached is None:
+        cached = {alias: dtypes.to_numpy(spec_.dtype) for alias, spec_ in signature.inputs.items()}
+        store[_NUMPY_DTYPES] = cached
+    return cached
+
+
+def _checked(signature: Any, raw: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The inputs by alias as arrays of the signature's dtypes; raises as TensorFlow Serving."""
+    wanted = _input_dtypes(signature)
+    if len(raw) == len(wanted):
+        # The common case (a decoder's output above all): the right names, already arrays of
+        # the right dtypes, taken as they are.
+        inputs = {}
+        for alias, want in wanted.items():
+            value = raw.get(alias)
+            if not isinstance(value, np.ndarray) or value.dtype != want:
+                break
+            inputs[alias] = value
+        else:
+            return inputs
+    _check_input_names(signature, raw)
+    return {
+        alias: _as_array(raw[alias], spec_.dtype, alias)
+        for alias, spec_ in signature.inputs.items()
+    }
+
+
+def _prepared(
+    model: Any, request: PredictRequest
+) -> tuple[str, dict[str, np.ndarray], list[str] | None]:
     """The signature key, the checked inputs by alias and the output aliases (None: all)."""
     key = request.model_spec.signature_name or DEFAULT_SIGNATURE_KEY
+    raw: Mapping[str, Any]
     if callable(request.inputs):
         # The runtime's lookup error is the REST pre-check's INVALID_ARGUMENT.
         signature = model.signature(key)
@@ -124,15 +163,17 @@ def _prepared(model: Any, request: PredictRequest) -> tuple[str, dict[str, np.nd
             raise FailedPreconditionError(f'Serving signature key "{key}" not found.')
         raw = request.inputs
     assert isinstance(raw, Mapping)
-    _check_input_names(signature, raw)
-    inputs = {
-        alias: _as_array(raw[alias], spec_.dtype, alias) for alias, spec_ in signature.inputs.items()
-    }
-    return key, inputs, _output_aliases(signature, request.output_filter)
+    inputs = _checked(signature, raw)
+    aliases = _output_aliases(signature, request.output_filter) if request.output_filter else None
+    return key, inputs, aliases
 
 
 def _response(handle: Any, key: str, outputs: Mapping[str, Any]) -> PredictResponse:
-    ordered = {alias: np.asarray(outputs[alias]) for alias in sorted(outputs)}
+    if len(outputs) == 1:
+        ((alias, value),) = outputs.items()
+        ordered = {alias: value if type(value) is np.ndarray else np.asarray(value)}
+    else:
+        ordered = {alias: np.asarray(outputs[alias]) for alias in sorted(outputs)}
     return PredictResponse(ModelSpec(handle.id.name, handle.id.version, None, key), ordered)
 
 
@@ -140,6 +181,21 @@ def predict(manager: ServableManager, request: PredictRequest) -> PredictRespons
     with manager.handle(request.model_spec.servable_request()) as handle:
         key, inputs, aliases = _prepared(handle.servable, request)
         return _response(handle, key, handle.servable.run(key, inputs, aliases))
+
+
+def _start(
+    manager: ServableManager,
+    request: PredictRequest,
+    executor: Executor | None,
+    call: CallContext | None,
+) -> tuple[ServableHandle, str, asyncio.Future[dict[str, np.ndarray]]]:
+    handle = manager.handle(request.model_spec.servable_request())
+    try:
+        key, inputs, aliases = _prepared(handle.servable, request)
+    except BaseException:
+        handle.release()
+        raise
+    return handle, key, start_run(handle, key, inputs, aliases, executor, call)  # releases it
 
 
 async def predict_async(
@@ -151,11 +207,17 @@ async def predict_async(
     """``predict`` for an event loop: the checks run here, the model runs in the batcher (when
     the version batches) or on ``executor``, and the version stays loaded until the run is over,
     even when the caller stops waiting first."""
-    handle = manager.handle(request.model_spec.servable_request())
-    try:
-        key, inputs, aliases = _prepared(handle.servable, request)
-    except BaseException:
-        handle.release()
-        raise
-    outputs = await run_model(handle, key, inputs, aliases, executor, call)  # releases it
-    return _response(handle, key, outputs)
+    handle, key, outputs = _start(manager, request, executor, call)
+    return _response(handle, key, await outputs)
+
+
+def predict_outputs_async(
+    manager: ServableManager,
+    request: PredictRequest,
+    executor: Executor | None = None,
+    call: CallContext | None = None,
+) -> asyncio.Future[dict[str, np.ndarray]]:
+    """``predict_async`` for a caller that needs only the outputs, by alias (unordered): the
+    checks run (and raise) at once, the future answers the run. For the per-request cost of a
+    transport's hot path: no coroutine of its own, no response object."""
+    return _start(manager, request, executor, call)[2]

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -33,9 +33,10 @@ from serving.requests.call_context import CallContext, calling
 from serving.requests.classify import ClassifyRequest, classify
 from serving.requests.metadata import GetModelMetadataRequest, get_model_metadata
 from serving.requests.model_spec import ModelSpec
-from serving.requests.predict import PredictRequest, predict, predict_async
+from serving.requests.predict import PredictRequest, predict, predict_outputs_async
 from serving.requests.regress import RegressRequest, regress
 from serving.requests.status import GetModelStatusRequest, GetModelStatusResponse, get_model_status
+from serving.rest.deadline_watch import DeadlineWatch
 from serving.rest.fast_path import RestApp
 from serving.rest.gzip_body import gunzip
 from serving.rest.http_status import http_status
@@ -53,7 +54,6 @@ from serving.rest.run_site import (
     INLINE_BODY_BYTES,
     INLINE_OUTPUT_VALUES,
     RunSites,
-    SiteExecutor,
 )
 from serving.servable import ServableManager
 
@@ -135,6 +135,7 @@ class RestApi:
         self.pool = ThreadPoolExecutor(options.num_threads, thread_name_prefix="rest")
         self._timeout_s = options.timeout_in_ms / 1000 if options.timeout_in_ms > 0 else None
         self.sites = RunSites()
+        self._deadlines = DeadlineWatch()
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -196,11 +197,14 @@ class RestApi:
 
     # -- inference, off the event loop unless known to be short -----------------------------
 
-    async def infer(self, route: Route, body: bytes, receive: Any = None) -> bytes:
-        """The response body of an inference API; raises OpError. ``receive`` (the request's
-        ASGI receive) tells a batching version whether the client is still there."""
+    def infer(self, route: Route, body: bytes, receive: Any = None) -> Awaitable[bytes]:
+        """The response body of an inference API (awaitable); raises OpError. ``receive`` (the
+        request's ASGI receive) tells a batching version whether the client is still there."""
         if route.api == "predict" and len(body) <= INLINE_BODY_BYTES:
-            return await self._predict(route, body, receive)
+            return self._predict(route, body, receive)
+        return self._infer_in_pool(route, body, receive)
+
+    async def _infer_in_pool(self, route: Route, body: bytes, receive: Any) -> bytes:
         call = CallContext.with_timeout(self._timeout_s, _caller_gone(receive))
         fn = getattr(self, route.api)
         return await self._in_pool(self._calling, call, fn, route, body)
@@ -218,31 +222,36 @@ class RestApi:
             finally:
                 site.record(time.thread_time() - start)
         else:
-            executor = SiteExecutor(self.pool, site)
+            executor = site.executor(self.pool)
             call = CallContext.with_timeout(self._timeout_s, _caller_gone(receive))
-            outputs = await self._predict_off_loop(request, executor, call)
+            deadline = call.deadline
+            if deadline is None:
+                outputs = await predict_outputs_async(self.manager, request, executor, call)
+            else:
+                # The REST timeout as asyncio.timeout gives it (the request's task is cancelled
+                # at the deadline), from one timer for all requests (no timer per request).
+                task = asyncio.current_task()
+                assert task is not None
+                deadlines = self._deadlines
+                deadlines.watch(task, deadline)
+                try:
+                    outputs = await predict_outputs_async(self.manager, request, executor, call)
+                except asyncio.CancelledError:
+                    if deadlines.done(task):
+                        raise DeadlineExceededError(TIMED_OUT) from None
+                    raise
+                except ResourceExhaustedError:
+                    # The batcher dropped the task at the deadline just before the loop's own
+                    # timer fired: the same timeout, answered the same way.
+                    if time.monotonic() >= deadline:
+                        raise DeadlineExceededError(TIMED_OUT) from None
+                    raise
+                finally:
+                    deadlines.done(task)
             executor.learned()
         if _values(outputs) > INLINE_OUTPUT_VALUES:
             return await self._in_pool(encode_predict_response, outputs, parsed.format)
         return encode_predict_response(outputs, parsed.format)
-
-    async def _predict_off_loop(
-        self, request: PredictRequest, executor: SiteExecutor, call: CallContext
-    ) -> dict[str, np.ndarray]:
-        try:
-            async with asyncio.timeout(self._timeout_s) as timeout:
-                response = await predict_async(self.manager, request, executor, call)
-        except TimeoutError:
-            if timeout.expired():
-                raise DeadlineExceededError(TIMED_OUT) from None
-            raise
-        except ResourceExhaustedError:
-            # The batcher dropped the task at the deadline just before the loop's own timer
-            # fired: the same timeout, answered the same way.
-            if call.deadline is not None and time.monotonic() >= call.deadline:
-                raise DeadlineExceededError(TIMED_OUT) from None
-            raise
-        return response.outputs
 
     @staticmethod
     def _calling(call: CallContext, fn: Callable[..., bytes], *args: Any) -> bytes:

@@ -37,13 +37,14 @@ class RunSite:
     """What is known about one route's runs; shared by its concurrent requests (plain
     attribute writes, so no lock). ``spec`` is the route's ModelSpec, made once."""
 
-    __slots__ = ("batching", "calls", "run_s", "spec")
+    __slots__ = ("_shared", "batching", "calls", "run_s", "spec")
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
         self.batching: bool | None = None  # None: not seen yet
         self.run_s = math.inf
         self.calls = 0
+        self._shared: SiteExecutor | None = None
 
     def inline(self) -> bool:
         """Whether this request's run goes inline."""
@@ -51,6 +52,17 @@ class RunSite:
         return (
             self.batching is False and self.run_s < INLINE_RUN_S and self.calls % REPROBE != 0
         )
+
+    def executor(self, pool: Executor) -> SiteExecutor:
+        """The executor for a run that goes off the loop. A version known to batch does not
+        use it, so one shared executor serves its requests (nothing to learn from them),
+        except every ``REPROBE``-th, which learns afresh whether the version still batches."""
+        if self.batching is not True or self.calls % REPROBE == 0:
+            return SiteExecutor(pool, self)
+        shared = self._shared
+        if shared is None or shared.pool is not pool:
+            shared = self._shared = SiteExecutor(pool, self, learns=False)
+        return shared
 
     def record(self, seconds: float) -> None:
         """One run's CPU time (plain float updates from any thread; a lost one is harmless)."""
@@ -65,10 +77,11 @@ class SiteExecutor(Executor):
     """The executor handed to ``predict_async`` for one request: runs on ``pool``, records the
     run time, and tells afterwards whether the version used it (i.e. does not batch)."""
 
-    def __init__(self, pool: Executor, site: RunSite) -> None:
+    def __init__(self, pool: Executor, site: RunSite, learns: bool = True) -> None:
         self.pool = pool
         self.site = site
         self.used = False
+        self.learns = learns
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         self.used = True
@@ -85,7 +98,8 @@ class SiteExecutor(Executor):
 
     def learned(self) -> None:
         """After a request that ran: a version that never used the executor queued its run."""
-        self.site.batching = not self.used
+        if self.learns:
+            self.site.batching = not self.used
 
 
 class RunSites:
