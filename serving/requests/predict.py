@@ -134,7 +134,8 @@ def _checked(signature: Any, raw: Mapping[str, Any]) -> dict[str, np.ndarray]:
         # the right dtypes, taken as they are.
         inputs = {}
         for alias, want in wanted.items():
-            value = raw.get(alias)
+            # Membership first: reading a missing alias may decode (or create) a tensor.
+            value = raw[alias] if alias in raw else None
             if not isinstance(value, np.ndarray) or value.dtype != want:
                 break
             inputs[alias] = value
