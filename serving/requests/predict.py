@@ -129,17 +129,15 @@ def _input_dtypes(signature: Any) -> dict[str, np.dtype]:
 def _checked(signature: Any, raw: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """The inputs by alias as arrays of the signature's dtypes; raises as TensorFlow Serving."""
     wanted = _input_dtypes(signature)
-    if len(raw) == len(wanted):
+    if len(raw) == len(wanted) and all(alias in raw for alias in wanted):
         # The common case (a decoder's output above all): the right names, already arrays of
-        # the right dtypes, taken as they are.
-        inputs = {}
-        for alias, want in wanted.items():
-            # Membership first: reading a missing alias may decode (or create) a tensor.
-            value = raw[alias] if alias in raw else None
-            if not isinstance(value, np.ndarray) or value.dtype != want:
-                break
-            inputs[alias] = value
-        else:
+        # the right dtypes, taken as they are. Names are checked before any value is read,
+        # since reading one may decode it and fail.
+        inputs = {alias: raw[alias] for alias in wanted}
+        if all(
+            isinstance(value, np.ndarray) and value.dtype == wanted[alias]
+            for alias, value in inputs.items()
+        ):
             return inputs
     _check_input_names(signature, raw)
     return {
