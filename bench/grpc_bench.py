@@ -1,22 +1,26 @@
-"""gRPC Predict throughput and latency: the graphserve daemon beside the ceiling of a Python gRPC
-stack on this machine.
+"""gRPC Predict throughput, latency and server CPU per request: the graphserve daemon beside the
+ceilings of a Python gRPC stack on this machine.
 
     .venv/bin/python bench/grpc_bench.py [--models half_plus_two,mlp] [--concurrency 1,8,64]
-        [--seconds 5] [--warmup 1] [--quick] [--client-mode aio|sync] [--json PATH]
+        [--seconds 5] [--warmup 1] [--quick] [--client h2load|aio|sync] [--json PATH]
 
-For each model, two servers run as subprocesses on loopback:
+For each model, three servers run as subprocesses on loopback:
 
 - ``graphserve``: the real daemon with default flags (REST off), serving the model;
-- ``ceiling``: ``bench/grpc_ceiling.py``, a minimal grpcio ``PredictionService`` answering every
-  request with the daemon's own response to it, precomputed; same thread-pool size (4 x CPUs)
-  and channel arguments as the daemon.
+- ``ceiling``: ``bench/grpc_ceiling.py``, a minimal ``grpc.aio`` ``PredictionService`` (the
+  daemon's kind of server, on the daemon's event loop) answering every request with the
+  daemon's own response to it, precomputed; same channel arguments as the daemon;
+- ``sync ceiling``: the same with grpcio's thread-pool server (4 x CPUs workers).
 
-Each cell is a separate client process (``bench/grpc_load.py``): N closed-loop callers on one
-channel send the same serialized batch-1 ``PredictRequest`` (the ``batch1`` case recorded in the
-model's ``expected.npz``) for a warm-up, then for ``--seconds``; req/s counts the answers within
-that window, p50/p99 are their latencies. ``ratio`` is graphserve's req/s over the ceiling's.
-The client shares the machine's cores with the server it loads, so both columns include its
-cost. Never a pass/fail: it prints one table, and ``--json`` keeps every number.
+Each cell is one load run after a warm-up run: N closed-loop callers send the same serialized
+batch-1 ``PredictRequest`` (the ``batch1`` case recorded in the model's ``expected.npz``) for
+``--seconds``. The default client is ``h2load`` (C, as the serving benchmark; N streams on one
+connection up to 8, then 8 per connection), else ``bench/grpc_load.py`` (grpcio, one channel,
+``aio`` coroutines or ``sync`` threads). req/s counts the good answers; p50/p99 are their
+latencies; ``cpu us/req`` is the server process's CPU time (all threads, from /proc) over the
+run divided by its answers, the number least disturbed by other load on the machine. ``ratio``
+is graphserve's req/s over the ceiling's. The client shares the machine's cores with the server
+it loads. Never a pass/fail: it prints one table, and ``--json`` keeps every number.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import serving_load
+from bench.serving_servers import cpu_seconds
 from bench.tensors import max_abs_diff, recorded_cases
 from protos.tensorflow_serving.apis import (
     predict_pb2,
@@ -55,6 +61,8 @@ MODELS = {
     "mlp": ROOT / "tests" / "fixtures" / "models" / "mlp",
 }
 GRAPHSERVE = Path(sys.executable).with_name("graphserve")
+CLIENTS = ("h2load", "aio", "sync")
+SERVERS = ("graphserve", "ceiling", "sync ceiling")
 START_DEADLINE_S = 180.0
 SIGNATURE = "serving_default"
 CASE = "batch1"
@@ -68,9 +76,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, help="warm-up before each window (1)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: half_plus_two only, 1 s per cell after 0.3 s warm-up")
-    parser.add_argument("--client-mode", choices=("aio", "sync"), default="aio",
-                        help="callers as grpc.aio coroutines in one thread (the cheapest client "
-                             "here at every concurrency) or as threads on the blocking stub")
+    parser.add_argument("--client", choices=CLIENTS,
+                        default="h2load" if Path(serving_load.H2LOAD).exists() else "aio",
+                        help="h2load (default where installed), or grpcio callers as grpc.aio "
+                             "coroutines in one thread or as threads on the blocking stub")
     parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args(argv)
     if args.models is None:
@@ -161,29 +170,69 @@ def start_graphserve(model: str, scratch: Path) -> Server:
     return Server("graphserve", args, port, scratch)
 
 
-def start_ceiling(response_file: Path, threads: int, scratch: Path) -> Server:
+def start_ceiling(response_file: Path, flavour: str, threads: int, scratch: Path) -> Server:
     port = free_port()
     args = [sys.executable, str(ROOT / "bench" / "grpc_ceiling.py"), f"--port={port}",
-            f"--response={response_file}", f"--threads={threads}"]
-    return Server("ceiling", args, port, scratch)
+            f"--response={response_file}", f"--flavour={flavour}", f"--threads={threads}"]
+    return Server("ceiling" if flavour == "aio" else "sync ceiling", args, port, scratch)
 
 
-def load(server: Server, request_file: Path, concurrency: int, args: argparse.Namespace) -> dict:
+def _grpcio_load(server: Server, request_file: Path, concurrency: int, seconds: float,
+                 warmup: float, mode: str) -> dict:
     command = [
         sys.executable, str(ROOT / "bench" / "grpc_load.py"), f"--target={server.target}",
         f"--request={request_file}", f"--concurrency={concurrency}",
-        f"--seconds={args.seconds}", f"--warmup={args.warmup}", f"--mode={args.client_mode}",
+        f"--seconds={seconds}", f"--warmup={warmup}", f"--mode={mode}",
     ]
     done = subprocess.run(command, check=False, capture_output=True, text=True)
     if done.returncode != 0:
         return {"failed": done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict = json.loads(done.stdout.strip().splitlines()[-1])
+    result["answers"] = result["calls"]
+    return result
+
+
+def _h2load(server: Server, files: dict[str, Path], framed_response_bytes: int,
+            concurrency: int, seconds: float) -> dict:
+    url = f"http://127.0.0.1:{server.port}{serving_load.GRPC_PATH}"
+    result = serving_load.h2load_grpc(url, files["framed"], framed_response_bytes, concurrency,
+                                      seconds, files["scratch"] / "h2load.log")
+    if result.failed:
+        return {"failed": result.failed}
+    return {"answers": result.ok, "seconds": result.seconds, "rps": result.rps,
+            "p50_us": result.p50_us, "p99_us": result.p99_us, "errors": result.errors,
+            "connections": result.extra.get("connections")}
+
+
+def load(server: Server, files: dict[str, Path], framed_response_bytes: int, concurrency: int,
+         args: argparse.Namespace) -> dict:
+    """One cell: a warm-up run, then the measured run with the server's CPU time around it."""
+    if args.client == "h2load":
+        _h2load(server, files, framed_response_bytes, concurrency, max(1.0, args.warmup))
+        before = cpu_seconds(server.process.pid)
+        result = _h2load(server, files, framed_response_bytes, concurrency, args.seconds)
+        cpu = cpu_seconds(server.process.pid) - before
+    else:
+        # grpc_load.py warms up inside its own run: CPU time over warm-up and window, per
+        # answer in the window, slightly overstates the cost.
+        before = cpu_seconds(server.process.pid)
+        result = _grpcio_load(server, files["request"], concurrency, args.seconds, args.warmup,
+                              args.client)
+        cpu = (cpu_seconds(server.process.pid) - before) * args.seconds / (
+            args.seconds + args.warmup)
+    if "failed" not in result:
+        result["cpu_s"] = cpu
+        result["cpu_us_per_request"] = cpu / result["answers"] * 1e6 if result["answers"] else None
+    return result
 
 
 def bench_model(model: str, args: argparse.Namespace, threads: int, scratch: Path) -> dict:
     work = workload(model)
-    request_file = scratch / f"{model}.request.bin"
-    request_file.write_bytes(work.request.SerializeToString())
+    request = work.request.SerializeToString()
+    files = {"request": scratch / f"{model}.request.bin", "framed": scratch / f"{model}.framed",
+             "scratch": scratch}
+    files["request"].write_bytes(request)
+    files["framed"].write_bytes(serving_load.grpc_frame(request))
     servers: list[Server] = []
     try:
         graphserve = start_graphserve(model, scratch)
@@ -192,18 +241,20 @@ def bench_model(model: str, args: argparse.Namespace, threads: int, scratch: Pat
         outputs = {alias: to_ndarray(t) for alias, t in response.outputs.items()}
         response_file = scratch / f"{model}.response.bin"
         response_file.write_bytes(response.SerializeToString())
-        ceiling = start_ceiling(response_file, threads, scratch)
-        servers.append(ceiling)
-        if ceiling.wait_for_predict(work.request) != response:
-            raise RuntimeError("the ceiling server does not answer the daemon's response")
+        for flavour in ("aio", "sync"):
+            ceiling = start_ceiling(response_file, flavour, threads, scratch)
+            servers.append(ceiling)
+            if ceiling.wait_for_predict(work.request) != response:
+                raise RuntimeError(f"the {ceiling.name} does not answer the daemon's response")
+        framed_response_bytes = 5 + response.ByteSize()
         cells: dict[str, dict[str, Any]] = {}
         for concurrency in args.concurrency:
             cells[str(concurrency)] = {
-                s.name: load(s, request_file, concurrency, args) for s in (graphserve, ceiling)
+                s.name: load(s, files, framed_response_bytes, concurrency, args) for s in servers
             }
             print(f"  {model} c={concurrency}: done", file=sys.stderr, flush=True)
         return {
-            "request_bytes": len(work.request.SerializeToString()),
+            "request_bytes": len(request),
             "response_bytes": response.ByteSize(),
             "max_abs_diff": max_abs_diff(outputs, work.expected),
             "cells": cells,
@@ -221,9 +272,21 @@ def _ms(cell: dict, key: str) -> str:
     return "-" if "failed" in cell else f"{cell[key] / 1e3:.2f}"
 
 
+def _cpu(cell: dict) -> str:
+    value = cell.get("cpu_us_per_request")
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _ratio(ours: dict, other: dict) -> str:
+    if "failed" in ours or "failed" in other or not other["rps"]:
+        return "-"
+    return f"{ours['rps'] / other['rps']:.2f}"
+
+
 def table(results: dict[str, Any]) -> str:
-    header = ["model", "concurrency", "graphserve req/s", "p50 ms", "p99 ms",
-              "ceiling req/s", "p50 ms", "p99 ms", "ratio"]
+    header = ["model", "c", "graphserve req/s", "p50 ms", "p99 ms", "cpu us/req",
+              "ceiling req/s", "cpu us/req", "ratio", "sync ceiling req/s", "cpu us/req",
+              "ratio"]
     rows: list[list[str]] = []
     notes: list[str] = []
     for model, entry in results.items():
@@ -231,14 +294,12 @@ def table(results: dict[str, Any]) -> str:
             notes.append(f"{model}: {entry['error']}")
             continue
         for concurrency, cell in entry["cells"].items():
-            ours, ceiling = cell["graphserve"], cell["ceiling"]
-            ratio = "-"
-            if "failed" not in ours and "failed" not in ceiling and ceiling["rps"]:
-                ratio = f"{ours['rps'] / ceiling['rps']:.2f}"
+            ours, ceiling, sync = (cell[name] for name in SERVERS)
             rows.append([model, concurrency, _rps(ours), _ms(ours, "p50_us"),
-                         _ms(ours, "p99_us"), _rps(ceiling), _ms(ceiling, "p50_us"),
-                         _ms(ceiling, "p99_us"), ratio])
-            for name, side in (("graphserve", ours), ("ceiling", ceiling)):
+                         _ms(ours, "p99_us"), _cpu(ours), _rps(ceiling), _cpu(ceiling),
+                         _ratio(ours, ceiling), _rps(sync), _cpu(sync), _ratio(ours, sync)])
+            for name in SERVERS:
+                side = cell[name]
                 if "failed" in side:
                     notes.append(f"{model} c={concurrency} {name}: {side['failed']}")
                 elif side["errors"]:
@@ -260,14 +321,15 @@ def table(results: dict[str, Any]) -> str:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    threads = GrpcOptions().threads  # the daemon's default pool size
+    threads = GrpcOptions().threads  # the daemon's default executor size
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     started = datetime.datetime.now(datetime.UTC)
     load_before = os.getloadavg()
     print(f"gRPC Predict, {started:%Y-%m-%d %H:%M} UTC, {platform.node()}, {cpus} CPUs, "
           f"Python {platform.python_version()}, grpcio {grpc.__version__}")
-    print(f"server thread pools: {threads} (4 x CPUs); client: {args.client_mode} callers, "
-          f"one channel, its own process, on the same {cpus} CPUs as the server it loads")
+    print(f"graphserve and the ceiling: grpc.aio; sync ceiling: {threads} worker threads "
+          f"(4 x CPUs); client: {args.client}, its own process, on the same {cpus} CPUs as the "
+          f"server it loads")
     print(f"batch-1 '{SIGNATURE}' requests; {args.warmup:g} s warm-up + {args.seconds:g} s per "
           f"cell; load average {' '.join(f'{x:.2f}' for x in load_before)}")
     results: dict[str, Any] = {}
@@ -288,8 +350,8 @@ def main(argv: list[str]) -> int:
             "cpus": cpus,
             "grpcio": grpc.__version__,
             "python": platform.python_version(),
-            "server_threads": threads,
-            "client_mode": args.client_mode,
+            "sync_ceiling_threads": threads,
+            "client": args.client,
             "seconds": args.seconds,
             "warmup": args.warmup,
             "load_average": {"before": load_before, "after": load_after},

@@ -8,14 +8,14 @@ any model, so it is SERVING while the server runs. TensorFlow Serving registers 
 ``PredictionService`` and ``ModelService``; they are kept as aliases.
 
 Statuses are recomputed after servable state changes (for ``Watch``) and on every ``Check``
-and ``Watch`` call (a config reload can change readiness without a state change). A state
-change only schedules the recomputation on a short-lived thread: pushing a status to watchers
-waits for each write, and the manager's threads that publish states must never wait on a slow
-client.
+and ``Watch`` call (a config reload can change readiness without a state change). The servicer
+lives on the server's event loop; a state change, published on one of the manager's threads,
+only asks the loop to recompute (coalescing bursts), so those threads never wait on a client.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable
@@ -37,17 +37,22 @@ _FOLLOW_READINESS = (health.OVERALL_HEALTH, PREDICTION_SERVICE, "PredictionServi
 _ALWAYS_SERVING = (MODEL_SERVICE, "ModelService")
 
 
-class ReadinessHealth(health.HealthServicer):  # type: ignore[misc]
+class ReadinessHealth(health.aio.HealthServicer):  # type: ignore[misc,name-defined]
+    """Create it on the server's event loop (``start`` sets the first statuses)."""
+
     def __init__(self, readiness: Readiness) -> None:
         super().__init__()
         self._readiness = readiness
-        self._refresh_lock = threading.Lock()
+        self._loop = asyncio.get_running_loop()
         self._status: int | None = None
+        self._refresh_lock = asyncio.Lock()  # publishing can wait for a watcher's write
         self._pending_lock = threading.Lock()
         self._pending = False
+
+    async def start(self) -> None:
         for service in _ALWAYS_SERVING:
-            self.set(service, SERVING)
-        self.refresh()
+            await self.set(service, SERVING)
+        await self.refresh()
 
     def ready(self) -> bool:
         try:
@@ -57,33 +62,34 @@ class ReadinessHealth(health.HealthServicer):  # type: ignore[misc]
             return False
 
     def on_state_change(self, *_: object) -> None:
-        """The servable state listener: schedule a refresh, coalescing bursts; never blocks."""
+        """The servable state listener (any thread): schedule a refresh; never blocks."""
         with self._pending_lock:
             if self._pending:
                 return
             self._pending = True
-        threading.Thread(target=self._refresh_pending, name="grpc-health", daemon=True).start()
+        try:
+            self._loop.call_soon_threadsafe(self._refresh_pending)
+        except RuntimeError:  # the loop has closed: the server is gone
+            pass
 
     def _refresh_pending(self) -> None:
         with self._pending_lock:
             self._pending = False  # a change after this point schedules another refresh
-        self.refresh()
+        self._loop.create_task(self.refresh())
 
-    def refresh(self) -> None:
+    async def refresh(self) -> None:
         """Recompute the readiness-following statuses; watchers hear only of changes."""
-        with self._refresh_lock:  # keeps concurrent refreshes from publishing out of order
+        async with self._refresh_lock:  # keeps concurrent refreshes from publishing out of order
             status = SERVING if self.ready() else NOT_SERVING
             if status != self._status:
                 self._status = status
                 for service in _FOLLOW_READINESS:
-                    self.set(service, status)
+                    await self.set(service, status)
 
-    def Check(self, request: Any, context: Any) -> Any:
-        self.refresh()
-        return super().Check(request, context)
+    async def Check(self, request: Any, context: Any) -> Any:
+        await self.refresh()
+        return await super().Check(request, context)
 
-    def Watch(
-        self, request: Any, context: Any, send_response_callback: Any = None
-    ) -> Any:
-        self.refresh()
-        return super().Watch(request, context, send_response_callback)
+    async def Watch(self, request: Any, context: Any) -> None:
+        await self.refresh()
+        await super().Watch(request, context)

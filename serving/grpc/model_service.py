@@ -20,8 +20,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-import grpc
-
 from protos.tensorflow_serving.apis import (
     get_model_status_pb2,
     model_management_pb2,
@@ -36,7 +34,7 @@ from runtime.errors import (
 )
 from serving.config import ModelConfig
 from serving.core.state_monitor import ServableStateMonitor
-from serving.grpc.rpc import Rpc
+from serving.grpc.rpc import Call, Rpc
 from serving.requests import proto_convert as convert
 from serving.requests.status import get_model_status
 from serving.servable import ManagerState, ServableManager, ServableState
@@ -74,14 +72,14 @@ class ModelService:
             ),
         }
 
-    def get_status(self, request: Any, context: Any) -> Any:
+    def get_status(self, request: Any, call: Call) -> Any:
         return convert.status_response(
             get_model_status(self.core, convert.status_request(request))
         )
 
-    def reload_config(self, request: Any, context: grpc.ServicerContext) -> Any:
+    def reload_config(self, request: Any, call: Call) -> Any:
         try:
-            self._reload(request, context)
+            self._reload(request, call)
         except OpError as err:
             log.error("ReloadConfig failed: %s", err.message)
             raise
@@ -91,7 +89,7 @@ class ModelService:
             response.metric.add(name=name, int64_value_increase=0)
         return response
 
-    def _reload(self, request: Any, context: grpc.ServicerContext) -> None:
+    def _reload(self, request: Any, call: Call) -> None:
         if request.config.WhichOneof("config") != "model_config_list":
             raise InvalidArgumentError(
                 "ServerModelConfig type not supported by HandleReloadConfigRequest. Only "
@@ -107,13 +105,13 @@ class ModelService:
         # show the END of the versions it had last time.
         before = {name: self.core.monitor.states(name) for name in new_models}
         self.core.reload_config(configs)
-        self._wait_for(new_models, before, context)
+        self._wait_for(new_models, before, call)
 
     def _wait_for(
         self,
         names: list[str],
         before: dict[str, list[ServableState]],
-        context: grpc.ServicerContext,
+        call: Call,
     ) -> None:
         reached: dict[str, ServableState] = {}
 
@@ -126,8 +124,8 @@ class ModelService:
             return len(reached) == len(names)
 
         while not self.core.monitor.wait_for(all_finished, self.poll_s):
-            if not context.is_active():
-                remaining = context.time_remaining()
+            if not call.is_active():
+                remaining = call.time_remaining()
                 if remaining is not None and remaining <= 0:
                     raise DeadlineExceededError(
                         f"Deadline exceeded waiting for models to load: "

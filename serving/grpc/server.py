@@ -3,15 +3,19 @@
 As in TensorFlow Serving (``model_servers/server.cc``): TCP on ``0.0.0.0:<port>`` (0 = none)
 and/or a UNIX socket, the same credentials on both (insecure, SSL from an ``SSLConfig``, or
 ALTS), message sizes up to INT32_MAX both ways, ``--grpc_channel_arguments`` applied on top
-(``k=v,k=v``; values that parse as int32 are passed as ints). Requests run on a thread pool of
-``--grpc_max_threads`` workers (default 4 x CPUs); the request layer is synchronous.
+(``k=v,k=v``; values that parse as int32 are passed as ints).
+
+The server is grpcio's asyncio flavour on an event loop thread of its own (see ``GrpcServer``);
+``--grpc_max_threads`` (default 4 x CPUs) sizes the executor for blocking work: the RPCs other
+than Predict, and the model runs of versions that do not batch.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -23,10 +27,11 @@ from grpc_reflection.v1alpha import reflection
 
 from runtime.errors import InvalidArgumentError
 from serving.grpc import model_service, prediction_service
+from serving.grpc.executor import CallExecutor
 from serving.grpc.health import ReadinessHealth
 from serving.grpc.model_service import ModelService, ReloadableCore
 from serving.grpc.prediction_service import PredictionOptions, PredictionService
-from serving.grpc.rpc import generic_handler
+from serving.grpc.rpc import method_handlers
 
 log = logging.getLogger("graphserve")
 
@@ -80,7 +85,7 @@ class GrpcOptions:
     port: int = 8500  # TCP port; 0: no TCP listener
     host: str = "0.0.0.0"
     socket_path: str = ""  # UNIX socket, in addition to (or instead of) the port
-    max_threads: int = 0  # worker threads; 0: 4 x CPUs
+    max_threads: int = 0  # executor threads; 0: 4 x CPUs
     channel_arguments: str = ""  # "k=v,k=v", applied after the defaults below
     max_receive_message_length: int = INT32_MAX
     max_send_message_length: int = INT32_MAX
@@ -168,7 +173,7 @@ class GrpcCore(ReloadableCore, Protocol):
 
 
 def _listen(
-    server: grpc.Server, address: str, credentials: grpc.ServerCredentials | None
+    server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None
 ) -> None:
     try:
         if credentials is None:
@@ -181,50 +186,136 @@ def _listen(
         ) from err
 
 
-def build_grpc_server(core: GrpcCore, options: GrpcOptions) -> grpc.Server:
-    """The server with its services and listeners, not started yet."""
-    if not options.port and not options.socket_path:
-        raise InvalidArgumentError(
-            "At least one of server_options.grpc_port or server_options.grpc_socket_path must "
-            "be set."
-        )
-    credentials = _credentials(options)
-    server = grpc.server(
-        ThreadPoolExecutor(options.threads, thread_name_prefix="grpc"),
-        options=server_arguments(options),
-    )
-    predictions = PredictionService(
-        core, PredictionOptions(options.tensor_content, options.method_name_check)
-    )
-    models = ModelService(core)
-    server.add_generic_rpc_handlers(
-        (
-            generic_handler(prediction_service.SERVICE_NAME, predictions.rpcs()),
-            generic_handler(model_service.SERVICE_NAME, models.rpcs()),
-        )
-    )
-    health_servicer = ReadinessHealth(core.readiness)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    if options.reflection:
-        names = (
-            prediction_service.SERVICE_NAME,
-            model_service.SERVICE_NAME,
-            health.SERVICE_NAME,
-            reflection.SERVICE_NAME,
-        )
-        reflection.enable_server_reflection(names, server)
-    if options.port:
-        _listen(server, f"{options.host}:{options.port}", credentials)
-    if options.socket_path:
-        _listen(server, f"unix:{options.socket_path}", credentials)
-    core.monitor.add_listener(health_servicer.on_state_change)  # once nothing else can fail
-    return server
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop where there is one (the REST server's loop too): grpcio's asyncio path spends
+    much of its per-call time in the loop's own scheduling, which uvloop does in C."""
+    try:
+        import uvloop
+    except ImportError:  # not on every platform
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
 
 
-def start_grpc_server(core: GrpcCore, options: GrpcOptions) -> grpc.Server:
-    """Build and start the server; stop it with ``server.stop(grace)``. Raises
-    InvalidArgumentError for bad options or an address that cannot be bound."""
-    server = build_grpc_server(core, options)
+class GrpcServer:
+    """The gRPC server, serving from an event loop on a thread of its own.
+
+    Handlers are coroutines on that one thread: a Predict waiting for its batch holds no
+    thread, and the per-request cost is grpcio's asyncio path with no thread hand-offs. Blocking
+    work (the other RPCs, model runs of versions that do not batch) goes to ``executor``,
+    ``--grpc_max_threads`` workers. ``stop(grace)`` is grpcio's: it returns an event that is set
+    once the server has stopped.
+    """
+
+    def __init__(self, core: GrpcCore, options: GrpcOptions) -> None:
+        if not options.port and not options.socket_path:
+            raise InvalidArgumentError(
+                "At least one of server_options.grpc_port or server_options.grpc_socket_path "
+                "must be set."
+            )
+        self._credentials = _credentials(options)
+        self._core = core
+        self._options = options
+        self.executor = CallExecutor(options.threads, thread_name_prefix="grpc")
+        self._loop = new_event_loop()
+        self._thread = threading.Thread(target=self._run_loop, name="grpc-loop", daemon=True)
+        self._server: grpc.aio.Server | None = None
+        self._health: ReadinessHealth | None = None
+        self._stop_lock = threading.Lock()
+        self._stopping = False
+        self._stopped = threading.Event()  # the loop has ended and closed
+
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.close()
+            # Queued work still runs: a model run must end to release its version (it finds
+            # nobody to answer), and work for a caller who has gone is refused at once.
+            self.executor.shutdown(wait=False)
+            self._stopped.set()
+
+    def start(self) -> None:
+        """Listen and serve; raises InvalidArgumentError for an address that cannot be bound
+        (nothing is left running then)."""
+        self._thread.start()
+        try:
+            self._server, self._health = asyncio.run_coroutine_threadsafe(
+                self._start(), self._loop
+            ).result()
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            raise
+        # Once nothing else can fail.
+        self._core.monitor.add_listener(self._health.on_state_change)
+
+    async def _start(self) -> tuple[grpc.aio.Server, ReadinessHealth]:
+        options, core = self._options, self._core
+        server = grpc.aio.server(options=server_arguments(options))
+        predictions = PredictionService(
+            core, PredictionOptions(options.tensor_content, options.method_name_check),
+            self.executor,
+        )
+        for service, rpcs in (
+            (prediction_service.SERVICE_NAME, predictions.rpcs()),
+            (model_service.SERVICE_NAME, ModelService(core).rpcs()),
+        ):
+            handlers = method_handlers(rpcs, self.executor)
+            server.add_generic_rpc_handlers(
+                (grpc.method_handlers_generic_handler(service, handlers),)
+            )
+            # Registered methods are matched in gRPC's core, without a Python lookup per call.
+            server.add_registered_method_handlers(service, handlers)
+        health_servicer = ReadinessHealth(core.readiness)
+        await health_servicer.start()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        if options.reflection:
+            names = (
+                prediction_service.SERVICE_NAME,
+                model_service.SERVICE_NAME,
+                health.SERVICE_NAME,
+                reflection.SERVICE_NAME,
+            )
+            reflection.enable_server_reflection(names, server)
+        if options.port:
+            _listen(server, f"{options.host}:{options.port}", self._credentials)
+        if options.socket_path:
+            _listen(server, f"unix:{options.socket_path}", self._credentials)
+        await server.start()
+        return server, health_servicer
+
+    def stop(self, grace: float | None) -> threading.Event:
+        """Stop accepting calls, let those in flight finish for up to ``grace`` seconds (None:
+        no wait), cancel the rest; the event is set once everything has stopped."""
+        with self._stop_lock:
+            if self._stopping or not self._thread.is_alive():
+                if self._thread.ident is None:  # never started
+                    self.executor.shutdown(wait=False)
+                    self._stopped.set()
+                return self._stopped
+            self._stopping = True
+        server, health_servicer = self._server, self._health
+        assert server is not None and health_servicer is not None  # else the loop has ended
+
+        async def stop_then_end() -> None:
+            try:
+                # Health checks and watchers hear NOT_SERVING while calls in flight finish.
+                await health_servicer.enter_graceful_shutdown()
+                await server.stop(grace)
+            finally:
+                self._loop.stop()
+
+        asyncio.run_coroutine_threadsafe(stop_then_end(), self._loop)
+        return self._stopped
+
+
+def start_grpc_server(core: GrpcCore, options: GrpcOptions) -> GrpcServer:
+    """Build and start the server; stop it with ``server.stop(grace)`` (an event to wait on).
+    Raises InvalidArgumentError for bad options or an address that cannot be bound."""
+    server = GrpcServer(core, options)
     server.start()
     if options.port:
         log.info("Running gRPC ModelServer at %s:%d ...", options.host, options.port)

@@ -10,6 +10,7 @@ Warmup replays these same protos (``PredictionLog``), so it converts through her
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from protos.tensorflow_serving.apis import (
     predict_pb2,
     regression_pb2,
 )
+from runtime import dtypes
+from runtime.dtypes import DataType
 from runtime.errors import InvalidArgumentError, OpError
 from runtime.tensor_codec import from_ndarray, to_ndarray
 from serving.config import ModelConfig, parse_model_server_config
@@ -48,22 +51,34 @@ from serving.requests.status import GetModelStatusRequest, GetModelStatusRespons
 # -- ModelSpec --------------------------------------------------------------------------------
 
 
-def model_spec(proto: Any) -> ModelSpec:
-    """A ``tensorflow.serving.ModelSpec``; a version of 0 and an empty label are values, as
-    the oneof's presence says (not the field's default)."""
+SpecKey = tuple[str, int | None, str | None, str]  # ModelSpec's fields, in order
+
+
+def spec_key(proto: Any) -> SpecKey:
+    """The fields of a ``tensorflow.serving.ModelSpec``; a version of 0 and an empty label are
+    values, as the oneof's presence says (not the field's default)."""
     choice = proto.WhichOneof("version_choice")
-    return ModelSpec(
-        name=proto.name,
-        version=proto.version.value if choice == "version" else None,
-        version_label=proto.version_label if choice == "version_label" else None,
-        signature_name=proto.signature_name,
+    return (
+        proto.name,
+        proto.version.value if choice == "version" else None,
+        proto.version_label if choice == "version_label" else None,
+        proto.signature_name,
     )
 
 
-def required_model_spec(request: Any) -> ModelSpec:
+def model_spec(proto: Any) -> ModelSpec:
+    return ModelSpec(*spec_key(proto))
+
+
+def required_spec_key(request: Any) -> SpecKey:
+    """A request's model spec fields, for a transport that keeps a ModelSpec per distinct key."""
     if not request.HasField("model_spec"):
         raise InvalidArgumentError("Missing ModelSpec")
-    return model_spec(request.model_spec)
+    return spec_key(request.model_spec)
+
+
+def required_model_spec(request: Any) -> ModelSpec:
+    return ModelSpec(*required_spec_key(request))
 
 
 def fill_model_spec(out: Any, spec: ModelSpec) -> None:
@@ -77,6 +92,34 @@ def fill_model_spec(out: Any, spec: ModelSpec) -> None:
 
 
 # -- tensors and Predict ------------------------------------------------------------------------
+
+
+# dtype number -> numpy dtype, for the dtypes whose tensor_content is the array's raw bytes.
+_RAW_CONTENT = {
+    int(dt): dtypes.to_numpy(dt)
+    for dt in (
+        DataType.DT_FLOAT, DataType.DT_DOUBLE, DataType.DT_INT32, DataType.DT_INT64,
+        DataType.DT_UINT8, DataType.DT_INT8, DataType.DT_INT16, DataType.DT_UINT16,
+        DataType.DT_UINT32, DataType.DT_UINT64, DataType.DT_HALF, DataType.DT_BFLOAT16,
+        DataType.DT_COMPLEX64, DataType.DT_COMPLEX128,
+    )
+}
+
+
+def decode_tensor(proto: Any) -> np.ndarray:
+    """``to_ndarray``, with the common case first: ``tensor_content`` that exactly fills a
+    well-formed shape is a read-only view of the request's bytes. Anything else (typed fields,
+    strings, bools, a size or shape that is wrong) takes ``to_ndarray``'s way and its errors."""
+    content = proto.tensor_content
+    if content:
+        np_dtype = _RAW_CONTENT.get(proto.dtype)
+        if np_dtype is not None:
+            shape = tuple([d.size for d in proto.tensor_shape.dim])
+            if (not shape or min(shape) >= 0) and math.prod(shape) * np_dtype.itemsize == len(
+                content
+            ):
+                return np.frombuffer(content, np_dtype).reshape(shape)
+    return to_ndarray(proto)
 
 
 class TensorInputs(Mapping[str, np.ndarray]):
@@ -94,15 +137,36 @@ class TensorInputs(Mapping[str, np.ndarray]):
     def __getitem__(self, alias: str) -> np.ndarray:
         array = self._arrays.get(alias)
         if array is None:
+            if alias not in self._protos:  # indexing a protobuf map would add the entry
+                raise KeyError(alias)
             proto = self._protos[alias]
             try:
-                array = to_ndarray(proto)
+                array = decode_tensor(proto)
             except OpError as err:
                 raise InvalidArgumentError(
                     f"tensor parsing error: {alias} ({err.message})"
                 ) from err
             self._arrays[alias] = array
         return array
+
+    def cheap(self) -> bool:
+        """Whether every tensor decodes as a view of its bytes (``decode_tensor``'s fast way)."""
+        return all(
+            p.tensor_content and p.dtype in _RAW_CONTENT for p in self._protos.values()
+        )
+
+    def decode_all(self) -> None:
+        """Decode every tensor now (on a worker thread, say). A tensor that cannot be decoded
+        is left for its first read to fail, at the point TensorFlow Serving fails it."""
+        for alias in self._protos:
+            try:
+                self[alias]
+            except OpError:
+                pass
+
+    def get(self, alias: str, default: Any = None) -> Any:
+        # Mapping's own get goes through an exception for a missing alias.
+        return self[alias] if alias in self._protos else default
 
     def __contains__(self, alias: object) -> bool:
         return alias in self._protos

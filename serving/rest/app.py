@@ -35,6 +35,11 @@ from serving.requests.metadata import GetModelMetadataRequest, get_model_metadat
 from serving.requests.model_spec import ModelSpec
 from serving.requests.predict import PredictRequest, predict, predict_outputs_async
 from serving.requests.regress import RegressRequest, regress
+from serving.requests.run_site import (
+    INLINE_BODY_BYTES,
+    INLINE_OUTPUT_VALUES,
+    RunSites,
+)
 from serving.requests.status import GetModelStatusRequest, GetModelStatusResponse, get_model_status
 from serving.rest.deadline_watch import DeadlineWatch
 from serving.rest.fast_path import RestApp
@@ -50,11 +55,6 @@ from serving.rest.json_examples import (
 from serving.rest.json_status import metadata_json, models_json, probe_json, status_json
 from serving.rest.json_text import error_body
 from serving.rest.routes import API_PATH, Route, parse_route
-from serving.rest.run_site import (
-    INLINE_BODY_BYTES,
-    INLINE_OUTPUT_VALUES,
-    RunSites,
-)
 from serving.servable import ServableManager
 
 log = logging.getLogger("graphserve")

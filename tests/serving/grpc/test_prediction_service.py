@@ -259,3 +259,21 @@ def test_string_outputs_in_tensor_content_use_the_string_list_encoding() -> None
     np.testing.assert_array_equal(decode_string_list(proto.tensor_content, 4).reshape(2, 2),
                                   values)
     assert list(tensor_proto(values).string_val) == values.reshape(-1).tolist()
+
+
+def test_large_requests_and_responses(client: Client) -> None:
+    """Past the sizes that move decoding and writing off the event loop, answers and errors are
+    the same as for small requests (and come in the same order of checks)."""
+    rows = 70_000  # typed values, > 64 KiB of request and > 64 Ki output values
+    x = np.arange(rows, dtype=np.float32).reshape(rows, 1)
+    typed = make_tensor_proto(x, use_tensor_content=False)
+    response = client.predictions.Predict(predict_request(inputs={"x": typed}))
+    np.testing.assert_array_equal(to_ndarray(response.outputs["y"]), x / 2 + 2)
+    # Still NOT_FOUND for an unknown model, though the tensor is bad too.
+    bad = make_tensor_proto(x, use_tensor_content=False)
+    bad.dtype = 999
+    err = rpc_error(client.predictions.Predict, predict_request("nope", inputs={"x": bad}))
+    expect(err, grpc.StatusCode.NOT_FOUND, "Servable not found for request: Latest(nope)")
+    err = rpc_error(client.predictions.Predict, predict_request(inputs={"x": bad}))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.details().startswith("tensor parsing error: x ("), err.details()

@@ -1,4 +1,4 @@
-"""Server options: flags, channel arguments, SSL config, listeners."""
+"""Server options: flags, channel arguments, SSL config, listeners; graceful stop."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import grpc
+import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from protos.tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from runtime.errors import InvalidArgumentError
+from runtime.tensor_codec import make_tensor_proto, to_ndarray
 from serving.core.server_core import ServerCore
 from serving.grpc.server import (
     INT32_MAX,
@@ -20,6 +23,7 @@ from serving.grpc.server import (
     ssl_options_from_file,
     start_grpc_server,
 )
+from tests.serving.grpc.support import GatedCore
 from tests.serving.rest.server_process import free_port
 
 
@@ -96,3 +100,22 @@ def test_listeners(core: ServerCore, tmp_path: Path) -> None:
             start_grpc_server(core, GrpcOptions(port=port, host="127.0.0.1"))
     finally:
         server.stop(None)
+
+
+def test_stop_lets_calls_in_flight_finish(core: ServerCore) -> None:
+    gated = GatedCore(core, auto_release=False)
+    port = free_port()
+    server = start_grpc_server(gated, GrpcOptions(port=port, host="127.0.0.1"))
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = GatedCore.GATED
+        request.inputs["x"].CopyFrom(make_tensor_proto(np.array([[4.0]], np.float32)))
+        held = stub.Predict.future(request, timeout=120)
+        assert gated.entered.wait(60)
+        stopped = server.stop(120)
+        assert server.stop(120) is stopped  # once
+        assert not stopped.is_set()  # the held call cannot have finished
+        gated.release.set()
+        assert to_ndarray(held.result().outputs["y"]).tolist() == [[4.0]]
+        assert stopped.wait(60)

@@ -25,9 +25,9 @@ from runtime.errors import NotFoundError, ResourceExhaustedError
 from runtime.saved_model import Signature, TensorSpec
 from serving.config import ModelConfig
 from serving.core.server_core import ServerCore
+from serving.requests import run_site
 from serving.requests.call_context import CallContext
 from serving.rest import app as rest_app
-from serving.rest import run_site
 from serving.rest.app import RestOptions, create_app
 from serving.servable import ServableHandle, ServableId, ServableRequest
 from tests.serving.rest.server_process import free_port
