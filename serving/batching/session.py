@@ -184,6 +184,10 @@ class BatchingModel:
     def signature(self, key: str) -> Any:
         return self.model.signature(key)
 
+    def batches(self, key: str, output_aliases: Sequence[str] | None) -> bool:
+        """Whether such a run is queued (else ``submit`` runs it on the caller's thread)."""
+        return self._batcher(key, output_aliases) is not None
+
     def _batcher(self, key: str, output_aliases: Sequence[str] | None) -> _SignatureBatcher | None:
         batcher = self._batchers.get(key)
         if batcher is None:

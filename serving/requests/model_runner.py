@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, Future
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.errors import CancelledError
+from runtime.errors import CancelledError, DeadlineExceededError
 from serving.requests.call_context import CallContext, current
 from serving.servable import ServableHandle
 
@@ -117,6 +118,22 @@ class _Run:
         gone = self._gone
         return gone is not None and gone()
 
+    def run_if_wanted(
+        self,
+        model: Any,
+        key: str,
+        inputs: Mapping[str, np.ndarray],
+        output_aliases: Sequence[str] | None,
+    ) -> Outputs:
+        """The unbatched run, on an executor's thread; not started when the caller has gone
+        or its deadline has passed while the run waited for a thread."""
+        if self.cancelled():
+            raise CancelledError(NOT_RUN_MESSAGE)
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise DeadlineExceededError("Deadline exceeded before the model could be run")
+        outputs: Outputs = model.run(key, inputs, output_aliases)
+        return outputs
+
     def work(
         self,
         model: Any,
@@ -126,7 +143,7 @@ class _Run:
     ) -> None:
         """The unbatched run, on a thread of the loop's default executor."""
         try:
-            outputs = model.run(key, inputs, output_aliases)
+            outputs = self.run_if_wanted(model, key, inputs, output_aliases)
         except Exception as err:  # noqa: BLE001 - the caller hears it
             self(None, err)
         else:
@@ -162,14 +179,16 @@ def start_run(
     waiter: asyncio.Future[Outputs] = loop.create_future()
     submit = getattr(model, "submit", None)
     try:
-        if submit is None:
-            run = _Run(handle, _inbox(loop), waiter, None)
+        run = _Run(handle, _inbox(loop), waiter, call or current())
+        batches = getattr(model, "batches", None)  # absent: every run is queued
+        if submit is None or (batches is not None and not batches(key, output_aliases)):
             if executor is None:
                 loop.run_in_executor(None, run.work, model, key, inputs, output_aliases)
             else:  # nobody awaits the executor's own future: no need to wrap it for the loop
-                executor.submit(model.run, key, inputs, output_aliases).add_done_callback(run.ran)
+                executor.submit(
+                    run.run_if_wanted, model, key, inputs, output_aliases
+                ).add_done_callback(run.ran)
         else:
-            run = _Run(handle, _inbox(loop), waiter, call or current())
             # The run is its own call context: the batcher reads its deadline and asks it
             # whether the caller is still there.
             submit(key, inputs, output_aliases, run, run)
