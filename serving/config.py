@@ -51,7 +51,8 @@ class ModelConfig:
 class ServerOptions:
     port: int = 8500
     grpc_socket_path: str = ""
-    grpc_max_threads: int = 0  # 0: 4 x CPUs, as TensorFlow Serving
+    # Workers for blocking gRPC work (Predict itself runs on the asyncio loop); 0: 4 x CPUs.
+    grpc_max_threads: int = 0
     grpc_channel_arguments: str = ""
     ssl_config_file: str = ""
     use_alts_credentials: bool = False
