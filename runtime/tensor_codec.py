@@ -115,8 +115,31 @@ def proto_shape(proto: TensorProto) -> tuple[int, ...]:
     return shape
 
 
+# dtype number -> numpy dtype, for the dtypes whose tensor_content is the array's raw bytes.
+RAW_CONTENT_DTYPES: dict[int, np.dtype] = {
+    int(dt): dtypes.to_numpy(dt)
+    for dt in (
+        DataType.DT_FLOAT, DataType.DT_DOUBLE, DataType.DT_INT32, DataType.DT_INT64,
+        DataType.DT_UINT8, DataType.DT_INT8, DataType.DT_INT16, DataType.DT_UINT16,
+        DataType.DT_UINT32, DataType.DT_UINT64, DataType.DT_HALF, DataType.DT_BFLOAT16,
+        DataType.DT_COMPLEX64, DataType.DT_COMPLEX128,
+    )
+}
+
+
 def to_ndarray(proto: TensorProto) -> np.ndarray:
     """Decode a TensorProto the way TensorFlow's runtime does (see the module docstring)."""
+    content = proto.tensor_content
+    if content:
+        # The common case of a request, first and cheaply: raw bytes that exactly fill a
+        # well-formed shape are a read-only view of them. Anything else takes the checks below.
+        np_dtype = RAW_CONTENT_DTYPES.get(proto.dtype)
+        if np_dtype is not None:
+            shape = tuple([d.size for d in proto.tensor_shape.dim])
+            if (not shape or min(shape) >= 0) and math.prod(shape) * np_dtype.itemsize == len(
+                content
+            ):
+                return np.frombuffer(content, np_dtype).reshape(shape)
     dt = _dtype_of(proto)
     shape = proto_shape(proto)
     np_dtype = dtypes.to_numpy(dt)
@@ -192,6 +215,17 @@ def _from_fields(proto: TensorProto, dt: DataType, np_dtype: np.dtype, n: int) -
     raw = np.array(getattr(proto, field), dtype=_FIELD_NUMPY[field])[:n]
     # C++ static_cast semantics: narrow integers wrap, which numpy's astype also does.
     return _fill(raw.astype(np_dtype, copy=False), n, np_dtype)
+
+
+def encode_varint(value: int) -> bytes:
+    """A non-negative int as a protobuf varint (also the length prefix of TensorFlow's
+    string-list encoding)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def decode_string_list(content: bytes, n: int) -> np.ndarray:

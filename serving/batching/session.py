@@ -12,8 +12,7 @@ unloaded finishes its queue before ``close`` runs; ``close`` then retires the qu
 
 Each queue learns what its batch function costs (CPU time, moving average). Tasks queued from
 an event loop's thread into a queue whose batches are cheap (``LOOP_BATCH_S``) have their
-batches run on that loop (``loop_runner``) rather than a batch thread. Merging and splitting
-take a fast path for the common batch (tasks of equal shapes and dtypes, no padding).
+batches run on that loop (``loop_runner``) rather than a batch thread.
 """
 
 from __future__ import annotations
@@ -98,63 +97,12 @@ class _SignatureBatcher:
         sizes = [task.size for task in tasks]
         rows = sum(sizes)
         batch_size = merge.round_up_to_allowed(rows, self.params.allowed_batch_sizes)
-        payloads = [task.payload for task in tasks]
-        inputs = _concatenated(payloads) if batch_size == rows else None
-        if inputs is None:
-            inputs = merge.merge_inputs(
-                payloads, batch_size, self.params.pad_variable_length_inputs
-            )
+        inputs = merge.merge_inputs(
+            [task.payload for task in tasks], batch_size, self.params.pad_variable_length_inputs
+        )
         outputs = self.model.run(self.key, inputs)
         self.queue.stats.record_padding(rows, batch_size - rows)
-        if rows == batch_size and sizes.count(sizes[0]) == len(sizes):
-            pieces = _equal_pieces(outputs, len(sizes), rows)
-            if pieces is not None:
-                return pieces
         return merge.split_outputs(outputs, sizes, batch_size)
-
-
-def _concatenated(payloads: list[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray] | None:
-    """The common batch (several tasks, equal inputs but for dim 0, nothing to pad) with one
-    ``np.concatenate`` per input; None for anything else, which ``merge.merge_inputs`` handles
-    (and words the errors of)."""
-    if len(payloads) < 2:
-        return None
-    names = payloads[0].keys()
-    # Every task has every name, and no more names: the same keys.
-    if sum(map(len, payloads)) != len(names) * len(payloads):
-        return None
-    merged: dict[str, np.ndarray] = {}
-    for name in names:
-        try:
-            arrays = [payload[name] for payload in payloads]
-        except KeyError:
-            return None
-        try:
-            # Refuses rank 0, unequal dims 1..n and (casting "no") any dtype mix.
-            merged[name] = np.concatenate(arrays, dtype=arrays[0].dtype, casting="no")
-        except (ValueError, TypeError):
-            return None
-    return merged
-
-
-def _equal_pieces(
-    outputs: Mapping[str, np.ndarray], tasks: int, rows: int
-) -> list[Outputs] | None:
-    """The outputs cut into ``tasks`` equal runs of rows (views), for tasks of equal sizes
-    (batch-1 requests above all); None when an output lacks the batch's rows."""
-    if not outputs or rows % tasks:
-        return None
-    per_task = rows // tasks
-    columns = []
-    for array in outputs.values():
-        if array.ndim == 0 or array.shape[0] != rows:
-            return None
-        columns.append(list(array.reshape(tasks, per_task, *array.shape[1:])))
-    names = list(outputs)
-    if len(names) == 1:
-        (name,) = names
-        return [{name: piece} for piece in columns[0]]
-    return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
 class BatchingModel:

@@ -21,6 +21,7 @@ import numpy as np
 from protos.tensorflow_serving.apis import predict_pb2
 from runtime import dtypes
 from runtime.dtypes import DataType
+from runtime.tensor_codec import encode_varint
 from serving.requests import proto_convert as convert
 from serving.requests.model_spec import ModelSpec
 from serving.requests.predict import PredictResponse
@@ -40,22 +41,13 @@ _NOT_CONTENT = frozenset({DataType.DT_STRING, DataType.DT_INT4, DataType.DT_UINT
 _MAX_CACHED = 4096  # shapes and names come from clients: forget rather than grow unbounded
 
 
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _length_delimited(field: int, payload: bytes) -> bytes:
-    return varint(field << 3 | 2) + varint(len(payload)) + payload
+    return encode_varint(field << 3 | 2) + encode_varint(len(payload)) + payload
 
 
 def _shape(shape: tuple[int, ...]) -> bytes:
     """A TensorShapeProto (present even for a scalar, as TensorFlow writes it)."""
-    return b"".join(_length_delimited(2, b"\x08" + varint(d) if d else b"") for d in shape)
+    return b"".join(_length_delimited(2, b"\x08" + encode_varint(d) if d else b"") for d in shape)
 
 
 class PredictResponseWriter:
@@ -110,13 +102,13 @@ class PredictResponseWriter:
         prefix = None
         if dt is not None:
             size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            tensor_head = b"\x08" + varint(int(dt)) + _length_delimited(2, _shape(shape))
+            tensor_head = b"\x08" + encode_varint(int(dt)) + _length_delimited(2, _shape(shape))
             if size:  # an empty tensor has no values at all
-                tensor_head += varint(field << 3 | 2) + varint(size)
-            entry_head = _length_delimited(1, alias.encode()) + b"\x12" + varint(
+                tensor_head += encode_varint(field << 3 | 2) + encode_varint(size)
+            entry_head = _length_delimited(1, alias.encode()) + b"\x12" + encode_varint(
                 len(tensor_head) + size
             ) + tensor_head
-            prefix = b"\x0a" + varint(len(entry_head) + size) + entry_head
+            prefix = b"\x0a" + encode_varint(len(entry_head) + size) + entry_head
         if len(self._prefixes) >= _MAX_CACHED:
             self._prefixes.clear()
         self._prefixes[key] = prefix

@@ -134,22 +134,7 @@ class _Run:
         outputs: Outputs = model.run(key, inputs, output_aliases)
         return outputs
 
-    def work(
-        self,
-        model: Any,
-        key: str,
-        inputs: Mapping[str, np.ndarray],
-        output_aliases: Sequence[str] | None,
-    ) -> None:
-        """The unbatched run, on a thread of the loop's default executor."""
-        try:
-            outputs = self.run_if_wanted(model, key, inputs, output_aliases)
-        except Exception as err:  # noqa: BLE001 - the caller hears it
-            self(None, err)
-        else:
-            self(outputs, None)
-
-    def ran(self, future: Future[Outputs]) -> None:
+    def ran(self, future: Future[Outputs] | asyncio.Future[Outputs]) -> None:
         """The unbatched run's answer, once the executor is done with it: after whatever the
         executor does around the run (a run timer), and also when it never ran the work (shut
         down, or it refused it)."""
@@ -182,12 +167,13 @@ def start_run(
         run = _Run(handle, _inbox(loop), waiter, call or current())
         batches = getattr(model, "batches", None)  # absent: every run is queued
         if submit is None or (batches is not None and not batches(key, output_aliases)):
-            if executor is None:
-                loop.run_in_executor(None, run.work, model, key, inputs, output_aliases)
+            if executor is None:  # the loop's default executor, reachable only this way
+                ran: Any = loop.run_in_executor(
+                    None, run.run_if_wanted, model, key, inputs, output_aliases
+                )
             else:  # nobody awaits the executor's own future: no need to wrap it for the loop
-                executor.submit(
-                    run.run_if_wanted, model, key, inputs, output_aliases
-                ).add_done_callback(run.ran)
+                ran = executor.submit(run.run_if_wanted, model, key, inputs, output_aliases)
+            ran.add_done_callback(run.ran)
         else:
             # The run is its own call context: the batcher reads its deadline and asks it
             # whether the caller is still there.

@@ -10,7 +10,6 @@ Warmup replays these same protos (``PredictionLog``), so it converts through her
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,10 +25,8 @@ from protos.tensorflow_serving.apis import (
     predict_pb2,
     regression_pb2,
 )
-from runtime import dtypes
-from runtime.dtypes import DataType
 from runtime.errors import InvalidArgumentError, OpError
-from runtime.tensor_codec import from_ndarray, to_ndarray
+from runtime.tensor_codec import RAW_CONTENT_DTYPES, encode_varint, from_ndarray, to_ndarray
 from serving.config import ModelConfig, parse_model_server_config
 from serving.requests.classify import Classification, ClassifyRequest, ClassifyResponse
 from serving.requests.example_input import serialized_examples
@@ -94,34 +91,6 @@ def fill_model_spec(out: Any, spec: ModelSpec) -> None:
 # -- tensors and Predict ------------------------------------------------------------------------
 
 
-# dtype number -> numpy dtype, for the dtypes whose tensor_content is the array's raw bytes.
-_RAW_CONTENT = {
-    int(dt): dtypes.to_numpy(dt)
-    for dt in (
-        DataType.DT_FLOAT, DataType.DT_DOUBLE, DataType.DT_INT32, DataType.DT_INT64,
-        DataType.DT_UINT8, DataType.DT_INT8, DataType.DT_INT16, DataType.DT_UINT16,
-        DataType.DT_UINT32, DataType.DT_UINT64, DataType.DT_HALF, DataType.DT_BFLOAT16,
-        DataType.DT_COMPLEX64, DataType.DT_COMPLEX128,
-    )
-}
-
-
-def decode_tensor(proto: Any) -> np.ndarray:
-    """``to_ndarray``, with the common case first: ``tensor_content`` that exactly fills a
-    well-formed shape is a read-only view of the request's bytes. Anything else (typed fields,
-    strings, bools, a size or shape that is wrong) takes ``to_ndarray``'s way and its errors."""
-    content = proto.tensor_content
-    if content:
-        np_dtype = _RAW_CONTENT.get(proto.dtype)
-        if np_dtype is not None:
-            shape = tuple([d.size for d in proto.tensor_shape.dim])
-            if (not shape or min(shape) >= 0) and math.prod(shape) * np_dtype.itemsize == len(
-                content
-            ):
-                return np.frombuffer(content, np_dtype).reshape(shape)
-    return to_ndarray(proto)
-
-
 class TensorInputs(Mapping[str, np.ndarray]):
     """A request's input tensors by alias, each decoded the first time it is read.
 
@@ -141,7 +110,7 @@ class TensorInputs(Mapping[str, np.ndarray]):
                 raise KeyError(alias)
             proto = self._protos[alias]
             try:
-                array = decode_tensor(proto)
+                array = to_ndarray(proto)
             except OpError as err:
                 raise InvalidArgumentError(
                     f"tensor parsing error: {alias} ({err.message})"
@@ -150,9 +119,9 @@ class TensorInputs(Mapping[str, np.ndarray]):
         return array
 
     def cheap(self) -> bool:
-        """Whether every tensor decodes as a view of its bytes (``decode_tensor``'s fast way)."""
+        """Whether every tensor decodes as a view of its bytes (``to_ndarray``'s fast way)."""
         return all(
-            p.tensor_content and p.dtype in _RAW_CONTENT for p in self._protos.values()
+            p.tensor_content and p.dtype in RAW_CONTENT_DTYPES for p in self._protos.values()
         )
 
     def decode_all(self) -> None:
@@ -184,15 +153,6 @@ def predict_request(proto: Any) -> PredictRequest:
     )
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def tensor_proto(array: np.ndarray, *, tensor_content: bool = False) -> Any:
     """An output tensor as TensorFlow Serving writes it: every value in the dtype's typed field
     (``Tensor::AsProtoField``), or with ``tensor_content`` the raw bytes
@@ -201,7 +161,7 @@ def tensor_proto(array: np.ndarray, *, tensor_content: bool = False) -> Any:
     if tensor_content and proto.string_val:
         values = list(proto.string_val)
         del proto.string_val[:]
-        proto.tensor_content = b"".join(_varint(len(v)) for v in values) + b"".join(values)
+        proto.tensor_content = b"".join(encode_varint(len(v)) for v in values) + b"".join(values)
     return proto
 
 
