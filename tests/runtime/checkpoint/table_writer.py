@@ -8,15 +8,7 @@ import struct
 
 from runtime.checkpoint import checksum
 from runtime.checkpoint.sstable import MAGIC
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+from runtime.tensor_codec import encode_varint
 
 
 def encode_block(items: list[tuple[bytes, bytes]], restart_interval: int) -> bytes:
@@ -31,7 +23,7 @@ def encode_block(items: list[tuple[bytes, bytes]], restart_interval: int) -> byt
             shared = 0
             while shared < min(len(key), len(previous)) and key[shared] == previous[shared]:
                 shared += 1
-        out += _varint(shared) + _varint(len(key) - shared) + _varint(len(value))
+        out += encode_varint(shared) + encode_varint(len(key) - shared) + encode_varint(len(value))
         out += key[shared:] + value
         previous = key
     for r in restarts:
@@ -41,7 +33,7 @@ def encode_block(items: list[tuple[bytes, bytes]], restart_interval: int) -> byt
 
 
 def _append_block(out: bytearray, contents: bytes, kind: int = 0) -> bytes:
-    handle = _varint(len(out)) + _varint(len(contents))
+    handle = encode_varint(len(out)) + encode_varint(len(contents))
     crc = checksum.extend(checksum.value(contents), bytes([kind]))
     out += contents + bytes([kind]) + struct.pack("<I", checksum.mask(crc))
     return handle
