@@ -5,7 +5,7 @@ TF_VENV := .venv-tf
 PY := $(VENV)/bin/python
 TF_PY := $(TF_VENV)/bin/python
 
-.PHONY: serve test protos fixtures kernel-fixtures bench bench-serving lint
+.PHONY: serve test protos fixtures legacy-fixtures kernel-fixtures bench bench-legacy bench-serving lint
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,17 @@ fixtures: $(TF_VENV)/.installed
 	$(TF_PY) fixtures/record_tensor_protos.py
 	$(TF_PY) fixtures/record_checkpoints.py
 	$(TF_PY) fixtures/make_warmup.py
+
+# Older TensorFlow releases, one environment each, write and record the tf2XX_* fixtures.
+LEGACY_TF := 2.12 2.15
+
+.venv-tf%/.installed: fixtures/legacy/requirements-tf%.txt
+	$(PYTHON) -m venv .venv-tf$*
+	.venv-tf$*/bin/pip install --quiet -r $<
+	touch $@
+
+legacy-fixtures: $(foreach v,$(LEGACY_TF),.venv-tf$(v)/.installed)
+	$(foreach v,$(LEGACY_TF),.venv-tf$(v)/bin/python fixtures/make_legacy_fixtures.py &&) true
 
 kernel-fixtures: $(TF_VENV)/.installed
 	$(TF_PY) fixtures/record_kernel_cases.py
