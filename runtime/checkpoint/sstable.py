@@ -9,7 +9,11 @@ A checkpoint's ``.index`` file is one such table. Layout (``tsl/lib/io/table_bui
 * footer: metaindex handle and index handle (each a varint64 offset and a varint64 size), zero
   padding to 40 bytes, then the magic number as a little-endian fixed64.
 * trailer (5 bytes): a compression-type byte (0 = none, 1 = snappy) and the masked CRC32C of the
-  block contents plus that type byte.
+  block contents (as stored, compressed or not) plus that type byte. TensorFlow's table builder
+  compresses each block (data, metaindex and index alike) with snappy unless told not to, and
+  keeps a block raw when snappy saves less than 1/8; ``BundleWriter`` turns compression off, but
+  checkpoints from other writers (TensorFlow Serving's test models among them) have snappy
+  blocks, so both kinds are read (see ``snappy``).
 * block: entries ``varint32 shared | varint32 non_shared | varint32 value_len | key suffix |
   value``, where a key shares its first ``shared`` bytes with the previous key; then the
   restart offsets (fixed32 each, where ``shared`` is 0) and their count (fixed32).
@@ -28,9 +32,9 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from runtime.checkpoint import checksum
+from runtime.checkpoint import checksum, snappy
 from runtime.checkpoint.coding import CodingError, fixed32, fixed64, varint
-from runtime.errors import DataLossError, NotFoundError, UnimplementedError
+from runtime.errors import DataLossError, NotFoundError
 
 MAGIC = 0xDB4775248B80FB57
 FOOTER_SIZE = 48  # two handles padded to 2 * 20 bytes, then the 8-byte magic number
@@ -154,11 +158,14 @@ class Table:
                 f"{stored:#010x}, computed {actual:#010x}"
             )
         if kind == SNAPPY_COMPRESSION:
-            raise UnimplementedError(
-                f"{self.filename}: {what} is snappy-compressed, which is not supported "
-                "(TensorFlow writes checkpoint indexes uncompressed)"
-            )
-        if kind != NO_COMPRESSION:
+            try:
+                contents = snappy.decompress(contents)
+            except snappy.SnappyError as err:
+                raise self._corrupt(
+                    f"corrupted compressed block contents in {what} at offset {handle.offset}: "
+                    f"{err}"
+                ) from err
+        elif kind != NO_COMPRESSION:
             raise self._corrupt(f"bad block type {kind} in {what} at offset {handle.offset}")
         try:
             return _decode_block(contents)

@@ -107,6 +107,10 @@ def restore_v2(node: NodeContext) -> Callable[..., Any]:
                 for name, spec, dtype in zip(names.ravel(), slices.ravel(), wanted)
             ]
 
+    if node.num_outputs == 1:
+        # A one-output op's kernel returns its value, not a list (a checkpoint of one variable,
+        # as in TensorFlow Serving's saved_model_counter).
+        return lambda prefix, names, slices: restore(prefix, names, slices)[0]
     return restore
 
 
