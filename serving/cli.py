@@ -50,7 +50,6 @@ _ACCEPTED: dict[str, type] = {
     "enable_profiler": bool,
     "enable_grpc_healthcheck_service": bool,
     "remove_unused_fields_from_bundle_metagraph": bool,
-    "prefer_tflite_model": bool,
     "num_tflite_pools": int,
     "num_tflite_interpreters_per_pool": int,
     "xla_cpu_compilation_enabled": bool,

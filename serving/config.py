@@ -13,10 +13,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from google.protobuf import text_format
+from runtime.errors import InvalidArgumentError, UnimplementedError
+from serving.proto_text import parse_proto_text, read_proto_text_file
 
-from runtime.errors import InvalidArgumentError, NotFoundError, UnimplementedError
+if TYPE_CHECKING:
+    from protos.tensorflow_serving.config.model_server_config_pb2 import ModelServerConfig
 
 TENSORFLOW_PLATFORM = "tensorflow"
 
@@ -84,6 +87,9 @@ class ServerOptions:
     saved_model_tags: str = "serve"
     allow_version_labels_for_unavailable_models: bool = False
     enable_signature_method_name_check: bool = False
+    # TensorFlow Lite models are not served: a version holding only model.tflite fails its load
+    # with an error saying so (with or without the flag); one holding a SavedModel serves it.
+    prefer_tflite_model: bool = False
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -111,10 +117,11 @@ def parse_model_server_config(text: str, base_dir: Path) -> list[ModelConfig]:
     from protos.tensorflow_serving.config import model_server_config_pb2
 
     proto = model_server_config_pb2.ModelServerConfig()
-    try:
-        text_format.Parse(text, proto)
-    except text_format.ParseError as err:
-        raise InvalidArgumentError(f"Invalid ModelServerConfig: {err}") from err
+    return models_from_proto(parse_proto_text(text, proto), base_dir)
+
+
+def models_from_proto(proto: ModelServerConfig, base_dir: Path) -> list[ModelConfig]:
+    """Models of a ModelServerConfig message; raises InvalidArgumentError when invalid."""
     if proto.WhichOneof("config") == "custom_model_config":
         raise UnimplementedError("ModelServer does not yet support custom model config.")
     models: list[ModelConfig] = []
@@ -151,12 +158,17 @@ def parse_model_server_config(text: str, base_dir: Path) -> list[ModelConfig]:
 def model_configs(options: ServerOptions, cwd: Path | None = None) -> list[ModelConfig]:
     base_dir = cwd or Path.cwd()
     if options.model_config_file:
-        path = base_dir / options.model_config_file
-        try:
-            text = path.read_text()
-        except OSError as err:
-            raise NotFoundError(f"Could not read model config file {path}: {err}") from err
-        return parse_model_server_config(text, base_dir)
+        from protos.tensorflow_serving.config import model_server_config_pb2
+
+        # Named as given (relative to the current directory) unless ``cwd`` says otherwise, so
+        # errors name the file as tensorflow_model_server does.
+        path = Path(options.model_config_file) if cwd is None else cwd / options.model_config_file
+        proto = read_proto_text_file(
+            path,
+            model_server_config_pb2.ModelServerConfig(),
+            what="model config file",
+        )
+        return models_from_proto(proto, base_dir)
     if not options.model_base_path:
         raise InvalidArgumentError(
             "Both server_options.model_base_path and server_options.model_config_file are empty!"

@@ -15,15 +15,13 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
-
-from google.protobuf import text_format
 
 from protos.tensorflow_serving.servables.tensorflow.session_bundle_config_pb2 import (
     BatchingParameters,
 )
-from runtime.errors import InvalidArgumentError, NotFoundError
+from runtime.errors import InvalidArgumentError
+from serving.proto_text import parse_proto_text, read_proto_text_file
 
 DEFAULT_THREAD_POOL_NAME = "batch_threads"
 
@@ -156,14 +154,9 @@ def batching_params_from_proto(
 def parse_batching_parameters(
     text: str, *, source: str | None = None, validate: bool = True
 ) -> BatchingParams:
-    """Settings from text-format BatchingParameters; InvalidArgumentError when unreadable or
-    invalid. ``source`` names the file in the message, as upstream does."""
-    proto = BatchingParameters()
-    try:
-        text_format.Parse(text, proto)
-    except text_format.ParseError as err:
-        where = f"Invalid protobuf file: '{source}'" if source else "Invalid BatchingParameters"
-        raise InvalidArgumentError(f"{where}: {err}") from err
+    """Settings from text-format BatchingParameters; InvalidArgumentError when they do not parse
+    or are invalid. ``source`` names the file the text came from, for upstream's message."""
+    proto = parse_proto_text(text, BatchingParameters(), source=source)
     return batching_params_from_proto(proto, validate=validate)
 
 
@@ -172,9 +165,5 @@ def read_batching_parameters(
 ) -> BatchingParams:
     """Settings from a text-format BatchingParameters file (``--batching_parameters_file`` or a
     model's ``batching_params.pbtxt``); NotFoundError when it cannot be read."""
-    file = Path(path)
-    try:
-        text = file.read_text()
-    except OSError as err:
-        raise NotFoundError(f"Could not read batching parameters file {file}: {err}") from err
-    return parse_batching_parameters(text, source=str(file), validate=validate)
+    proto = read_proto_text_file(path, BatchingParameters(), what="batching parameters file")
+    return batching_params_from_proto(proto, validate=validate)

@@ -1,9 +1,11 @@
 """Re-reads ``--model_config_file`` every ``--model_config_file_poll_wait_seconds``.
 
 A file that cannot be read, does not parse or is refused by the core (e.g. a label on an
-unavailable version) is logged and the running config stays, as in TensorFlow Serving. A refused
-file is tried again on later polls (a label may become valid once its version loads) but logged
-once; an applied file is not re-applied until it changes.
+unavailable version) is logged and the running config stays, as in TensorFlow Serving; a file
+that does not parse is logged with TensorFlow Serving's words (the parser's error, then
+``Failed to read ModelServerConfig file: Invalid protobuf file: '<path>'``) and not parsed again
+until it changes. A refused file is tried again on later polls (a label may become valid once its
+version loads) but logged once; an applied file is not re-applied until it changes.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from protos.tensorflow_serving.config import model_server_config_pb2
 from runtime.errors import OpError
-from serving.config import ModelConfig, parse_model_server_config
+from serving.config import ModelConfig, models_from_proto
+from serving.proto_text import parse_proto_text
 
 log = logging.getLogger("graphserve")
 
@@ -33,6 +37,7 @@ class ConfigFileWatcher:
         self._base_dir = base_dir or Path.cwd()
         self._applied_text: str | None = None
         self._refused_text: str | None = None
+        self._unparsable_text: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -47,18 +52,28 @@ class ConfigFileWatcher:
         except OSError as err:
             log.error("Could not read model config file %s: %s", self._path, err)
             return False
-        if text == self._applied_text:
+        if text in (self._applied_text, self._unparsable_text):
             return False
         try:
-            configs = parse_model_server_config(text, self._base_dir)
-            self._apply(configs)
+            proto = parse_proto_text(
+                text, model_server_config_pb2.ModelServerConfig(), source=str(self._path)
+            )
+        except OpError as err:
+            # Text that does not parse never will: it is not parsed again until it changes, so
+            # the parser's error is logged once.
+            log.error("Failed to read ModelServerConfig file: %s", err.message)
+            log.info("Model config file %s not applied; keeping the running config", self._path)
+            self._unparsable_text = text
+            return False
+        try:
+            self._apply(models_from_proto(proto, self._base_dir))
         except OpError as err:
             level = logging.DEBUG if text == self._refused_text else logging.ERROR
             log.log(level, "Model config file %s not applied; keeping the running config: %s",
                     self._path, err.status_text())
             self._refused_text = text
             return False
-        self._applied_text, self._refused_text = text, None
+        self._applied_text, self._refused_text, self._unparsable_text = text, None, None
         log.info("Applied model config file %s", self._path)
         return True
 

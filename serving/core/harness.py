@@ -61,9 +61,12 @@ class LoaderHarness:
         *,
         max_num_load_retries: int = 5,
         load_retry_interval_s: float = 60.0,
+        should_retry: Callable[[OpError], bool] | None = None,
     ) -> None:
         self.id = id
         self.path = path
+        # TensorFlow Serving's should_retry_model_load: whether a failed attempt is tried again.
+        self._should_retry = should_retry
         # Whether the latest aspired list still names this version (the manager's to set).
         self.aspired = True
         self._max_retries = max(0, max_num_load_retries)
@@ -102,7 +105,8 @@ class LoaderHarness:
         self._cancelled.set()
 
     def load(self, loader: VersionLoader) -> OpError | None:
-        """Try the load up to 1 + max_num_load_retries times; None on success.
+        """Try the load up to 1 + max_num_load_retries times (an error ``should_retry`` turns
+        down ends it at once); None on success.
 
         On success the servable is held and handed out by ``acquire``, but the state stays
         LOADING until ``mark_ready``: the manager publishes AVAILABLE in between, so nothing
@@ -134,6 +138,8 @@ class LoaderHarness:
                 log.exception("Loading servable: %s failed", self.id)
                 error = UnknownError(f"{type(err).__name__}: {err}")
             if attempt > self._max_retries or self._cancelled.is_set():
+                break
+            if self._should_retry is not None and error is not None and not self._should_retry(error):
                 break
             if self._retry_interval_s > 0 and self._cancelled.wait(self._retry_interval_s):
                 break

@@ -80,6 +80,7 @@ class AspiredVersionsManager:
         num_unload_threads: int = 0,
         max_num_load_retries: int = 5,
         load_retry_interval_s: float = 60.0,
+        should_retry_model_load: Callable[[OpError], bool] | None = None,
         policy: TransitionPolicy = availability_preserving,
         manage_interval_s: float = 0.1,
         autostart: bool = True,
@@ -88,6 +89,7 @@ class AspiredVersionsManager:
         self._monitor = monitor
         self._max_num_load_retries = max_num_load_retries
         self._load_retry_interval_s = load_retry_interval_s
+        self._should_retry = should_retry_model_load  # None: every failed load is retried
         self._policy = policy
         self._manage_interval_s = manage_interval_s
         self._load_pool = _pool(num_load_threads, "load")
@@ -200,6 +202,7 @@ class AspiredVersionsManager:
                         aspired.path,
                         max_num_load_retries=self._max_num_load_retries,
                         load_retry_interval_s=self._load_retry_interval_s,
+                        should_retry=self._should_retry,
                     )
                     harnesses[version] = harness
                     started.append(harness)

@@ -13,6 +13,7 @@ a rejected config changes nothing.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from serving.batching.session import BatchingModel
 from serving.config import ModelConfig, ServerOptions
 from serving.core.fs_source import FileSystemSource
 from serving.core.manager import AspiredVersionsManager, VersionLoader
+from serving.core.model_format import should_retry_load, tflite_passed_over, unservable_model
+from serving.core.settle import TFLITE_MODEL_FILE
 from serving.core.state_monitor import ServableStateMonitor
 from serving.servable import ServableHandle, ServableId, ServableRequest, ServableState
 
@@ -57,6 +60,8 @@ class CoreOptions:
     # --enable_per_model_batching_parameters: a version batches only with its own
     # batching_params.pbtxt; only the thread count comes from ``batching``.
     per_model_batching: bool = False
+    # --prefer_tflite_model: only changes the error a TFLite-only version fails with.
+    prefer_tflite_model: bool = False
 
     @classmethod
     def from_server_options(cls, options: ServerOptions) -> CoreOptions:
@@ -91,6 +96,7 @@ class CoreOptions:
             ),
             batching=batching,
             per_model_batching=options.enable_per_model_batching_parameters,
+            prefer_tflite_model=options.prefer_tflite_model,
         )
 
 
@@ -105,6 +111,22 @@ def _version_batching(options: CoreOptions, path: Path) -> BatchingParams | None
     return read_batching_parameters(own) if own.exists() else None
 
 
+def _check_model_format(id: ServableId, path: Path, *, prefer_tflite: bool) -> None:
+    """Fail a version that holds a TensorFlow Lite model and no SavedModel, saying so."""
+    try:
+        names = set(os.listdir(path))
+    except OSError:
+        return  # the SavedModel loader reports what is wrong with the directory
+    error = unservable_model(path, names, prefer_tflite=prefer_tflite)
+    if error is not None:
+        raise error
+    if tflite_passed_over(names, prefer_tflite=prefer_tflite):
+        log.warning(
+            "--prefer_tflite_model: TensorFlow Lite models are not supported; serving %s from "
+            "the SavedModel in %s, not its %s", id, path, TFLITE_MODEL_FILE,
+        )
+
+
 def saved_model_loader(
     options: CoreOptions, scheduler: SharedBatchScheduler | None = None
 ) -> VersionLoader:
@@ -116,6 +138,7 @@ def saved_model_loader(
         from runtime.saved_model import load_saved_model
         from serving.core.warmup import run_warmup
 
+        _check_model_format(id, path, prefer_tflite=options.prefer_tflite_model)
         params = _version_batching(options, path) if scheduler is not None else None
         model = load_saved_model(path, options.tags)
         if params is not None:
@@ -154,6 +177,7 @@ class ServerCore:
             num_unload_threads=options.num_unload_threads,
             max_num_load_retries=options.max_num_load_retries,
             load_retry_interval_s=options.load_retry_interval_s,
+            should_retry_model_load=should_retry_load,
         )
         self.source = FileSystemSource(
             self.manager.set_aspired_versions,

@@ -4,7 +4,9 @@ TensorFlow Serving loads a version directory the moment its name appears, so a m
 file by file is loaded half-written unless the operator renames it into place atomically. Here a
 version directory only counts once it is *complete*:
 
-* ``saved_model.pb`` (or ``saved_model.pbtxt``) is present;
+* ``saved_model.pb`` (or ``saved_model.pbtxt``) is present, or else a TensorFlow Lite
+  ``model.tflite``: such a directory is whole as it is, and its load fails with a clear error
+  (``model_format.py``) instead of the version waiting for a ``saved_model.pb`` that never comes;
 * if ``variables/`` holds any variables files, ``variables.index`` and every data shard
   ``variables.data-0000i-of-0000M`` for i in 0..M-1 are present (the count M is in the names);
 * a snapshot of everything under it (relative path, size, mtime_ns) has not changed for
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+TFLITE_MODEL_FILE = "model.tflite"  # TensorFlow Serving's name for a version's TFLite model
 VARIABLES_INDEX = "variables/variables.index"
 _SHARD = re.compile(r"variables/variables\.data-(\d+)-of-(\d+)")
 
@@ -41,9 +44,10 @@ _Identity = tuple[int, int]
 
 def missing_parts(files: Collection[str]) -> str | None:
     """Why a version directory holding ``files`` (relative posix paths of regular files) is not
-    a whole SavedModel yet, or None when every required file is there."""
+    a whole SavedModel yet, or None when every required file is there (or it is a TFLite model,
+    which is a single file)."""
     if not any(name in files for name in SAVED_MODEL_FILES):
-        return "no saved_model.pb"
+        return None if TFLITE_MODEL_FILE in files else "no saved_model.pb"
     shards: dict[int, set[int]] = {}
     for name in files:
         match = _SHARD.fullmatch(name)

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Protocol
 
 import grpc
-from google.protobuf import text_format
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -32,6 +31,7 @@ from serving.grpc.health import ReadinessHealth
 from serving.grpc.model_service import ModelService, ReloadableCore
 from serving.grpc.prediction_service import PredictionOptions, PredictionService
 from serving.grpc.rpc import method_handlers
+from serving.proto_text import read_proto_text_file
 
 log = logging.getLogger("graphserve")
 
@@ -55,14 +55,11 @@ class SslOptions:
 
 
 def ssl_options_from_file(path: str | Path) -> SslOptions:
-    """Read a text-format ``SSLConfig`` (``--ssl_config_file``)."""
+    """Read a text-format ``SSLConfig`` (``--ssl_config_file``); NotFoundError when it cannot be
+    read, InvalidArgumentError when it does not parse."""
     from protos.tensorflow_serving.config import ssl_config_pb2
 
-    proto = ssl_config_pb2.SSLConfig()
-    try:
-        text_format.Parse(Path(path).read_text(), proto)
-    except (OSError, text_format.ParseError) as err:
-        raise InvalidArgumentError(f"Invalid SSL config file {path}: {err}") from err
+    proto = read_proto_text_file(path, ssl_config_pb2.SSLConfig(), what="SSL config file")
     return SslOptions(proto.server_key, proto.server_cert, proto.custom_ca, proto.client_verify)
 
 

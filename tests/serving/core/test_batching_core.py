@@ -129,3 +129,24 @@ def test_per_model_parameters_batch_only_versions_that_ship_them(tmp_path: Path)
             assert handle.servable.params.max_batch_size == 7
         with core.handle(ServableRequest("plain")) as handle:
             assert not isinstance(handle.servable, BatchingModel)
+
+
+def test_a_per_model_file_that_does_not_parse_fails_its_version_as_upstream(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    for child in HALF_PLUS_TWO_V.iterdir():
+        (shipped / child.name).symlink_to(child)
+    (shipped / PER_MODEL_BATCHING_FILE).write_text("max_batch_size { value: seven }\n")
+    with _core(BatchingParams(num_batch_threads=1), per_model=True) as core:
+        base = versions_dir(tmp_path, "m", {"1": shipped})
+        core.reload_config([ModelConfig("m", base)])
+        assert core.monitor.wait_for(
+            lambda m: [s.state for s in m.states("m")] == [ManagerState.END], WAIT_S
+        )
+        (state,) = core.version_states("m")
+    assert state.error is not None and state.error.code == Code.INVALID_ARGUMENT
+    assert state.error.message == f"Invalid protobuf file: '{base / '1' / PER_MODEL_BATCHING_FILE}'"
+    assert ("Error parsing text-format tensorflow.serving.BatchingParameters: 1:25: "
+            "Couldn't parse integer: seven") in caplog.messages

@@ -51,7 +51,25 @@ def test_unparsable_file_keeps_the_running_config(
     with caplog.at_level(logging.ERROR, "graphserve"):
         assert not watcher.check()
     assert recorder.applied == []
-    assert "not applied; keeping the running config: INVALID_ARGUMENT" in caplog.text
+    # TensorFlow Serving's two lines: protobuf's parser error, then the poll's failure.
+    assert caplog.messages == [
+        (
+            "Error parsing text-format tensorflow.serving.ModelServerConfig: 1:36: "
+            "Expected string but found: ''"
+        ),
+        f"Failed to read ModelServerConfig file: Invalid protobuf file: '{path}'",
+    ]
+    # The same text is not parsed (nor logged) again on later polls; a change is.
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, "graphserve"):
+        assert not watcher.check()
+        assert caplog.messages == []
+        path.write_text("model_config_list { bogus: 1 }")
+        assert not watcher.check()
+    assert len(caplog.messages) == 2 and 'no field named "bogus"' in caplog.messages[0]
+    path.write_text(ONE)
+    assert watcher.check()
+    assert recorder.applied == [["a"]]
     path.unlink()
     assert not watcher.check()  # unreadable: logged too
     assert "Could not read model config file" in caplog.text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -212,6 +213,37 @@ def test_retries_stop_when_the_version_is_no_longer_aspired() -> None:
     assert setup.events() == [(1, START), (1, LOADING), (1, END)]
     assert setup.state("m", 1) == (END, Code.DATA_LOSS)
     setup.manager.close()
+
+
+def test_should_retry_model_load_ends_a_load_it_turns_down() -> None:
+    # A minute between retries: a retry would hold this inline load far beyond WAIT_S.
+    setup = Setup(
+        max_num_load_retries=5,
+        load_retry_interval_s=60.0,
+        should_retry_model_load=lambda err: err.code != Code.DATA_LOSS,
+    )
+    try:
+        setup.loader.broken[1] = DataLossError("corrupt")
+        setup.aspire("m", 1)
+        started = time.monotonic()
+        setup.settle()
+        assert time.monotonic() - started < WAIT_S
+        assert setup.loader.attempts(1) == 1
+        assert setup.state("m", 1) == (END, Code.DATA_LOSS)
+    finally:
+        setup.manager.close()
+
+
+def test_errors_should_retry_model_load_accepts_are_retried() -> None:
+    retried = Setup(should_retry_model_load=lambda err: err.code != Code.DATA_LOSS)
+    try:
+        retried.loader.failures[1] = [NotFoundError("not yet")]
+        retried.aspire("m", 1)
+        retried.settle()
+        assert retried.loader.attempts(1) == 2
+        assert retried.state("m", 1) == (AVAILABLE, Code.OK)
+    finally:
+        retried.manager.close()
 
 
 def test_cancelling_interrupts_the_wait_between_retries() -> None:

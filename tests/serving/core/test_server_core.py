@@ -137,3 +137,37 @@ def test_a_removed_model_is_unloaded(core: ServerCore, tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match=r"Latest\(a\)$"):
         core.handle(ServableRequest("a"))
     assert predict_y(core, ServableRequest("b")) == 3.5
+
+
+@pytest.mark.parametrize(
+    ("prefer_tflite", "code", "words"),
+    [
+        (True, Code.UNIMPLEMENTED,
+         "TensorFlow Lite models are not supported (--prefer_tflite_model)"),
+        (False, Code.NOT_FOUND, "SavedModel file does not exist at: "),
+    ],
+)
+def test_a_tflite_only_version_fails_at_once_and_the_rest_keeps_serving(
+    tmp_path: Path, prefer_tflite: bool, code: Code, words: str
+) -> None:
+    # Default retries (a minute apart): the version must end at once, not after five minutes.
+    options = CoreOptions(file_system_poll_wait_seconds=-1, file_system_settle_seconds=0,
+                          prefer_tflite_model=prefer_tflite)
+    with ServerCore(options) as core:
+        base = versions_dir(tmp_path, "m", {"1": HALF_PLUS_TWO_V})
+        (base / "2").mkdir()
+        (base / "2" / "model.tflite").write_bytes(b"TFL3 not served")
+        other = versions_dir(tmp_path, "other", {"1": HALF_PLUS_THREE_V})
+        core.reload_config([ModelConfig("m", base, AllVersions()), ModelConfig("other", other)])
+        assert core.monitor.wait_for(
+            lambda m: [s.state for s in m.states("m")] == [ManagerState.END, ManagerState.AVAILABLE]
+            and [s.state for s in m.states("other")] == [ManagerState.AVAILABLE],
+            WAIT_S,
+        )
+        failed, serving = core.version_states("m")
+        assert failed.id == ServableId("m", 2) and failed.error_code == code
+        assert words in failed.error_message
+        assert f"{base / '2'}" in failed.error_message and "SavedModel" in failed.error_message
+        assert serving.id == ServableId("m", 1) and serving.error is None
+        assert predict_y(core, ServableRequest("m")) == 2.5
+        assert predict_y(core, ServableRequest("other")) == 3.5

@@ -44,6 +44,11 @@ def write_version(path: Path, shards: int = 1, *, skip: tuple[str, ...] = ()) ->
         ({PB, INDEX, shard(0, 1)}, None),
         ({PB, INDEX, shard(0, 2), shard(1, 2), "assets/vocab.txt", "fingerprint.pb"}, None),
         (set(), "no saved_model.pb"),
+        # A TFLite model is one file: whole at once (its load says it cannot be served).
+        ({"model.tflite"}, None),
+        ({"model.tflite", "assets/labels.txt"}, None),
+        ({"variables/model.tflite"}, "no saved_model.pb"),
+        ({PB, "model.tflite", INDEX}, "no variables data shard"),
         ({INDEX, shard(0, 1)}, "no saved_model.pb"),
         ({PB, shard(0, 1)}, "no variables/variables.index"),
         ({PB, INDEX}, "no variables data shard"),

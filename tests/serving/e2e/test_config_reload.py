@@ -57,10 +57,15 @@ def test_models_added_and_removed_by_editing_the_config_file(tmp_path: Path) -> 
         assert status == 404
         assert body == {"error": "Servable not found for request: Latest(a)"}
 
-        # A config that does not parse is logged; the running one stays.
+        # A config that does not parse is logged with TensorFlow Serving's words; the running
+        # one stays.
         config.write_text("model_config_list { config { name: ")
         wait_until(lambda: "not applied; keeping the running config" in server.output(),
                    "the bad config to be refused")
+        assert ("Error parsing text-format tensorflow.serving.ModelServerConfig: 1:36: "
+                "Expected string but found: ''") in server.output()
+        assert f"Failed to read ModelServerConfig file: Invalid protobuf file: '{config}'" \
+            in server.output()
         assert predict(server, "b") == (200, {"predictions": [[3.5]]})
         assert server.client.get("/readyz").status_code == 200
     finally:

@@ -11,7 +11,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from protos.tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
-from runtime.errors import InvalidArgumentError
+from runtime.errors import InvalidArgumentError, NotFoundError
 from runtime.tensor_codec import make_tensor_proto, to_ndarray
 from serving.core.server_core import ServerCore
 from serving.grpc.server import (
@@ -72,11 +72,12 @@ def test_options_from_server_flags(tmp_path: Path) -> None:
 
 
 def test_bad_ssl_config_file(tmp_path: Path) -> None:
-    with pytest.raises(InvalidArgumentError, match="Invalid SSL config file"):
+    with pytest.raises(NotFoundError, match="^Could not read SSL config file .*missing"):
         ssl_options_from_file(tmp_path / "missing")
     (tmp_path / "bad").write_text("server_key: 7")
-    with pytest.raises(InvalidArgumentError, match="Invalid SSL config file"):
+    with pytest.raises(InvalidArgumentError) as err:
         ssl_options_from_file(tmp_path / "bad")
+    assert err.value.message == f"Invalid protobuf file: '{tmp_path / 'bad'}'"
 
 
 def test_listeners(core: ServerCore, tmp_path: Path) -> None:

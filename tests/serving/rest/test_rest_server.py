@@ -57,5 +57,5 @@ def test_an_invalid_model_config_stops_start_up(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, check=False,
     )
     assert result.returncode == 255
-    assert "Failed to start server. Error: INVALID_ARGUMENT: Invalid ModelServerConfig" \
+    assert f"Failed to start server. Error: INVALID_ARGUMENT: Invalid protobuf file: '{config}'" \
         in result.stdout
