@@ -21,6 +21,7 @@ FAMILIES = (
     "dataflow_ops",
     "string_ops",
     "lookup_ops",
+    "sparse_ops",
 )
 
 _loaded = False

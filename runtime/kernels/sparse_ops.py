@@ -1,5 +1,11 @@
-"""CPU kernels: ``SparseToDense``, the way parsed sparse features (``tf.sparse.to_dense``) become
-dense tensors."""
+"""CPU kernels: sparse_ops — ``SparseToDense``, the way parsed sparse features
+(``tf.sparse.to_dense``) become dense tensors.
+
+The rest of the family lives in sibling modules imported here (the family list in
+``runtime.kernels`` names only this module): ``sparse_ops_layout`` (reshape, reorder, slice,
+concat, fill empty rows), ``sparse_ops_math`` (sparse-dense matmul, add, reduce sum),
+``sparse_ops_cross`` and ``sparse_ops_cross_hashed`` (feature crosses).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,12 @@ from typing import Any
 import numpy as np
 
 from runtime.errors import InvalidArgumentError
+from runtime.kernels import (  # noqa: F401  (imported for their registrations)
+    sparse_ops_cross,
+    sparse_ops_cross_hashed,
+    sparse_ops_layout,
+    sparse_ops_math,
+)
 from runtime.kernels.registry import NodeContext, kernel
 
 

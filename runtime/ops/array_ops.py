@@ -108,3 +108,9 @@ define("Unique", inputs="x", outputs="y, idx", attrs={"out_idx": _INT32})
 for _name in ("TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub", "TensorScatterMax",
               "TensorScatterMin"):
     define(_name, inputs="tensor, indices, updates", outputs="output")
+
+# Partitioning rows by id and putting them back (``data_flow_ops.cc``): embedding lookups over a
+# partitioned variable.
+define("DynamicPartition", inputs="data, partitions", outputs="outputs*num_partitions")
+define("DynamicStitch", inputs="indices*N, data*N", outputs="merged")
+define("ParallelDynamicStitch", inputs="indices*N, data*N", outputs="merged")
