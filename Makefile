@@ -55,6 +55,15 @@ kernel-fixtures: $(TF_VENV)/.installed
 bench: $(VENV)/.installed $(TF_VENV)/.installed
 	$(PY) bench/runtime_bench.py
 
+# The older releases' fixtures against the release that wrote them: load time and per-call latency.
+LEGACY_BENCH := $(PY) bench/runtime_bench.py --engines ours,tf1,tf2 --batch-sizes 1,32
+LEGACY_MODELS = $(foreach m,keras2_mlp keras2_cnn keras2_lstm module builder,tf$(subst .,,$(1))_$(m))
+ESTIMATORS := $(foreach m,linear_classifier linear_regressor dnn_classifier wide_deep_raw partitioned_wide_deep,tf215_$(m))
+
+bench-legacy: $(VENV)/.installed $(foreach v,$(LEGACY_TF),.venv-tf$(v)/.installed)
+	$(foreach v,$(LEGACY_TF),$(LEGACY_BENCH) --tf-python .venv-tf$(v)/bin/python --models $(call LEGACY_MODELS,$(v)) &&) true
+	$(LEGACY_BENCH) --tf-python .venv-tf2.15/bin/python --signature predict --models $(ESTIMATORS)
+
 # Throughput and latency of the daemon under load (wrk, h2load) with and without batching,
 # beside the ceiling servers and FastAPI + TensorFlow; draws docs/latency_vs_load.png.
 bench-serving: $(VENV)/.installed $(TF_VENV)/.installed

@@ -25,6 +25,7 @@ from protos.tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
     regression_pb2,
 )
+from tests.serving.e2e.example_requests import add_examples, as_json, cases
 from tests.serving.rest.server_process import ServerProcess
 from tests.serving.support import FIXTURE_MODELS, expected_cases
 
@@ -53,39 +54,9 @@ def stub(server: ServerProcess) -> Iterator[Any]:
     channel.close()
 
 
-def cases(model_dir: Path, signature: str) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
-    """(serialized examples, TensorFlow's outputs) for each recorded case of ``signature``."""
-    return [
-        (case["in"]["inputs"], case["out"])
-        for (sig, _), case in sorted(expected_cases(model_dir).items())
-        if sig == signature
-    ]
-
-
-def as_json(serialized: bytes) -> dict[str, Any]:
-    """An Example as TensorFlow Serving's JSON example: 1 is int64, 1.0 float, "a" bytes."""
-    example = example_pb2.Example.FromString(serialized)
-    features: dict[str, Any] = {}
-    for name, feature in example.features.feature.items():
-        kind = feature.WhichOneof("kind")
-        values = list(getattr(feature, kind).value)
-        if kind == "bytes_list":
-            values = [v.decode() for v in values]
-        elif kind == "float_list":
-            values = [float(v) for v in values]
-        features[name] = values
-    return features
-
-
 def post(server: ServerProcess, model: str, verb: str, body: dict[str, Any]) -> Any:
     response = server.client.post(f"/v1/models/{model}:{verb}", content=json.dumps(body).encode())
     return response
-
-
-def examples(request: Any, serialized: np.ndarray) -> None:
-    request.input.example_list.examples.extend(
-        example_pb2.Example.FromString(bytes(s)) for s in serialized
-    )
 
 
 # -- classify ---------------------------------------------------------------------------------
@@ -110,7 +81,7 @@ def test_classify_over_grpc(stub: Any, model: str, directory: Path) -> None:
         request = classification_pb2.ClassificationRequest()
         request.model_spec.name = model
         request.model_spec.signature_name = "classify"
-        examples(request, serialized)
+        add_examples(request, serialized)
         response = stub.Classify(request)
         assert response.model_spec.signature_name == "classify"
         rows = response.result.classifications
@@ -164,7 +135,7 @@ def test_regress_over_rest_and_grpc(server: ServerProcess, stub: Any) -> None:
         request = regression_pb2.RegressionRequest()
         request.model_spec.name = "vocab"
         request.model_spec.signature_name = "regress"
-        examples(request, serialized)
+        add_examples(request, serialized)
         values = [r.value for r in stub.Regress(request).result.regressions]
         np.testing.assert_allclose(values, expected["outputs"], rtol=1e-6)
 
