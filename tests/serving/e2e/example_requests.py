@@ -27,6 +27,8 @@ def as_json(serialized: bytes) -> dict[str, Any]:
     features: dict[str, Any] = {}
     for name, feature in example.features.feature.items():
         kind = feature.WhichOneof("kind")
+        if kind is None:
+            continue  # a feature with no value list reads as absent
         values = list(getattr(feature, kind).value)
         if kind == "bytes_list":
             values = [v.decode() for v in values]

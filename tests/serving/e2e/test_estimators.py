@@ -131,6 +131,8 @@ def test_predict(server: ServerProcess, stub: Any, model: str) -> None:
             "inputs": {alias: _rest_value(value) for alias, value in call["in"].items()},
         }
         outputs = post(server, model, "predict", body)["outputs"]
+        if len(call["out"]) == 1:  # the columnar answer for a single output is the value itself
+            outputs = {alias: outputs for alias in call["out"]}
         assert set(outputs) == set(call["out"])
         for alias, want in call["out"].items():
             assert_close(outputs[alias], want, f"rest {case}/{alias}")
