@@ -39,7 +39,7 @@ fixtures: $(TF_VENV)/.installed
 	$(TF_PY) fixtures/make_warmup.py
 
 # Older TensorFlow releases, one environment each, write and record the tf2XX_* fixtures.
-LEGACY_TF := 2.12 2.15
+LEGACY_TF := 2.12 2.13 2.14 2.15
 
 .venv-tf%/.installed: fixtures/legacy/requirements-tf%.txt
 	$(PYTHON) -m venv .venv-tf$*
