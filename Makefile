@@ -51,6 +51,7 @@ legacy-fixtures: $(foreach v,$(LEGACY_TF),.venv-tf$(v)/.installed)
 
 kernel-fixtures: $(TF_VENV)/.installed
 	$(TF_PY) fixtures/record_kernel_cases.py
+	$(TF_PY) fixtures/record_graph_cases.py
 
 bench: $(VENV)/.installed $(TF_VENV)/.installed
 	$(PY) bench/runtime_bench.py

@@ -22,6 +22,8 @@ FAMILIES = (
     "string_ops",
     "lookup_ops",
     "sparse_ops",
+    "tensor_array_ops",
+    "logging_ops",
 )
 
 _loaded = False
