@@ -1,7 +1,8 @@
 """CPU kernels: tf.Example parsing (``ParseExample``, ``ParseExampleV2``, ``ParseSingleExample``).
 
-The parsing itself is ``example_parser``'s; these kernels check the inputs the way TensorFlow's
-``ParseExampleOp`` does and lay the results out in the op's output order.
+The parsing itself is ``example_batch``'s (a vector of examples) and ``example_parser``'s (a
+scalar); these kernels check the inputs the way TensorFlow's ``ParseExampleOp`` does and lay the
+results out in the op's output order.
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ import numpy as np
 from runtime.dtypes import DataType
 from runtime.errors import InvalidArgumentError
 from runtime.kernels import sparse_ops as _sparse_ops  # noqa: F401 - registers its kernels
+from runtime.kernels.example_batch import BatchPlan, parse_batch
 from runtime.kernels.example_parser import (
-    DenseFeature,
     ListFeature,
     Parsed,
     check_dense_shapes,
     check_types,
     dense_features,
-    parse_batch,
     parse_single,
 )
 from runtime.kernels.registry import KernelError, NodeContext, kernel
@@ -92,15 +92,12 @@ def _check_count(keys: Sequence[str], expected: int, what: str, attr: str) -> No
         )
 
 
-Features = tuple[list[DenseFeature], list[ListFeature], list[ListFeature]]
-
-
 def _bake_features(
     node: NodeContext,
     first: int,
     count: int,
-    features: Callable[..., Features],
-    parse: Callable[[np.ndarray, np.ndarray | None, Features], Any],
+    features: Callable[..., BatchPlan],
+    parse: Callable[[np.ndarray, np.ndarray | None, BatchPlan], Any],
     with_names: bool,
 ) -> Callable[..., Any]:
     """The kernel: inputs [first, first + count) describe the features (keys, defaults). When the
@@ -133,7 +130,7 @@ def parse_example_v2(node: NodeContext) -> Callable[..., Any]:
 
     def features(
         sparse_keys: np.ndarray, dense_keys: np.ndarray, ragged_keys: np.ndarray, *defaults: Any
-    ) -> Features:
+    ) -> BatchPlan:
         dense_key_list = _keys(dense_keys)
         sparse_key_list = _keys(sparse_keys)
         ragged_key_list = _keys(ragged_keys)
@@ -145,9 +142,9 @@ def parse_example_v2(node: NodeContext) -> Callable[..., Any]:
         ragged = [
             ListFeature(k, t, s) for k, t, s in zip(ragged_key_list, ragged_types, split_types)
         ]
-        return dense, sparse, ragged
+        return BatchPlan(dense, sparse, ragged)
 
-    def parse(serialized: np.ndarray, names: np.ndarray | None, config: Features) -> Any:
+    def parse(serialized: np.ndarray, names: np.ndarray | None, config: BatchPlan) -> Any:
         if serialized.ndim > 1:
             raise InvalidArgumentError(
                 "Expected serialized to be a scalar or vector, got shape: "
@@ -155,9 +152,9 @@ def parse_example_v2(node: NodeContext) -> Callable[..., Any]:
             )
         name_list = _check_batch(serialized, names)
         if serialized.ndim == 0:
-            parsed = parse_single(serialized.item(), *config)
+            parsed = parse_single(serialized.item(), config.dense, config.sparse, config.ragged)
         else:
-            parsed = parse_batch(serialized.tolist(), name_list, *config)
+            parsed = parse_batch(serialized.tolist(), name_list, config)
         return _outputs(parsed, with_ragged=True)
 
     return _bake_features(node, 2, 3 + len(dense_types), features, parse, with_names=True)
@@ -169,21 +166,22 @@ def parse_example(node: NodeContext) -> Callable[..., Any]:
     num_sparse = len(sparse_types)
     num_dense = len(dense_types)
 
-    def features(*rest: Any) -> Features:
+    def features(*rest: Any) -> BatchPlan:
         sparse_keys = [_text(np.asarray(k).item()) for k in rest[:num_sparse]]
         dense_keys = [
             _text(np.asarray(k).item()) for k in rest[num_sparse : num_sparse + num_dense]
         ]
         defaults = rest[num_sparse + num_dense :]
         dense = dense_features(dense_keys, dense_types, dense_shapes, defaults)
-        return dense, [ListFeature(k, t) for k, t in zip(sparse_keys, sparse_types)], []
+        sparse = [ListFeature(k, t) for k, t in zip(sparse_keys, sparse_types)]
+        return BatchPlan(dense, sparse, [])
 
-    def parse(serialized: np.ndarray, names: np.ndarray | None, config: Features) -> Any:
+    def parse(serialized: np.ndarray, names: np.ndarray | None, config: BatchPlan) -> Any:
         if serialized.ndim != 1:
             raise InvalidArgumentError(
                 f"Expected serialized to be a vector, got shape: {_shape_text(serialized.shape)}"
             )
-        parsed = parse_batch(serialized.tolist(), _check_batch(serialized, names), *config)
+        parsed = parse_batch(serialized.tolist(), _check_batch(serialized, names), config)
         return _outputs(parsed, with_ragged=False)
 
     count = num_sparse + 2 * num_dense
@@ -199,14 +197,15 @@ def parse_single_example(node: NodeContext) -> Callable[..., Any]:
         raise KernelError(node, "the numbers of keys and types differ")
     sparse = [ListFeature(k, t) for k, t in zip(sparse_keys, sparse_types)]
 
-    def features(*defaults: Any) -> Features:
-        return dense_features(dense_keys, dense_types, dense_shapes, defaults), sparse, []
+    def features(*defaults: Any) -> BatchPlan:
+        return BatchPlan(dense_features(dense_keys, dense_types, dense_shapes, defaults), sparse, [])
 
-    def parse(serialized: np.ndarray, names: np.ndarray | None, config: Features) -> Any:
+    def parse(serialized: np.ndarray, names: np.ndarray | None, config: BatchPlan) -> Any:
         if serialized.ndim != 0:
             raise InvalidArgumentError(
                 f"Expected serialized to be a scalar, got shape: {_shape_text(serialized.shape)}"
             )
-        return _outputs(parse_single(serialized.item(), *config), with_ragged=False)
+        parsed = parse_single(serialized.item(), config.dense, config.sparse, config.ragged)
+        return _outputs(parsed, with_ragged=False)
 
     return _bake_features(node, 1, len(dense_types), features, parse, with_names=False)

@@ -133,6 +133,28 @@ MIXED = records(
     b"",
 )
 
+
+
+def _many(n: int) -> np.ndarray:
+    """A batch in which each feature is absent, unset, empty or holds a few values, by pattern."""
+    items = []
+    for k in range(n):
+        entries = []
+        if k % 5:
+            entries.append(("s", feature([b"v%d" % j for j in range(k % 4)], "bytes")))
+        if k % 3 != 1:
+            entries.append(("f", feature([k / 4, -k / 8][: k % 3], "float")))
+        if k % 7 != 3:
+            entries.append(("i", feature([k * 1000003 - 2**40, k][: (k + 1) % 3], "int64")))
+        if k % 11 == 5:
+            entries.append(("f", feature(None)))  # the last entry, with no kind, wins
+        if k % 4 != 2:
+            entries.append(("d", feature([k * 0.5])))
+        entries.append(("r", feature(list(range(k % 3)), "int64")))
+        items.append(example(*entries))
+    return records(*items)
+
+
 CASES = [
     # Dense fixed-length features: values, defaults, strings, scalars.
     v2("dense_float", records(ex(a=[1.0, 2.0]), ex(a=[3.0, 4.0])),
@@ -169,6 +191,15 @@ CASES = [
     v2("all_kinds", MIXED, dense=[("a", np.array([0.0, 0.0], F32), [2]),
                                   ("v", np.array(-1.0, F32), [-1, 2])],
        sparse=[("s", np.bytes_)], ragged=[("r", I64, np.int64)]),
+    # Batches with every feature present, one example, and many examples.
+    v2("dense_one_value_each",
+       records(ex(f=1.5, i=7, s=b"a"), ex(f=-2.0, i=-1, s=b""), ex(f=0.0, i=2**40, s=b"xyz")),
+       dense=[("f", no_default(F32), [1]), ("i", np.array(0, I64), []),
+              ("s", np.array([b"d"], object), [1])]),
+    v2("sparse_one_example", records(ex(s=[b"x", b"y", b"z"], f=[1.0], i=[3, 4])),
+       sparse=[("s", np.bytes_), ("missing", F32), ("f", F32), ("i", I64)]),
+    v2("many_examples", _many(40), dense=[("d", np.array([9.0], F32), [1])],
+       sparse=[("s", np.bytes_), ("f", F32), ("i", I64)], ragged=[("r", I64, np.int32)]),
     # A scalar input: ParseSingleExample's layout.
     v2("scalar_input", scalar(MIXED[0]), dense=[("a", no_default(F32), [2]),
                                                ("v", np.array(0.0, F32), [-1, 2]),
