@@ -114,6 +114,10 @@ class LookupTable:
         self._value_np = dtypes.to_numpy(self.value_dtype)
         self._entries: dict[Any, Any] = {}  # key -> value (a scalar, or a tuple for vectors)
         self._compiled: _Compiled | None = None
+        # numpy dtypes that passed the key or value type check (it depends on the dtype alone):
+        # a find then skips the DataType conversion.
+        self._key_dtypes_ok: set[np.dtype] = set()
+        self._value_dtypes_ok: set[np.dtype] = set()
         self.lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -146,7 +150,7 @@ class LookupTable:
         else:
             out = np.empty((flat.size, *self.value_shape), dtype=self._value_np)
         missing = rows < 0
-        if missing.any():
+        if np.count_nonzero(missing):  # a fraction of any()'s cost on short arrays
             if default.shape == full_shape and default.shape != self.value_shape:
                 out[missing] = default.reshape(out.shape)[missing]
             else:
@@ -204,20 +208,26 @@ class LookupTable:
 
     def _check_keys(self, keys: np.ndarray) -> np.ndarray:
         keys = np.asarray(keys)
+        if keys.dtype in self._key_dtypes_ok:
+            return keys
         if _dtype_of(keys) != self.key_dtype:
             raise InvalidArgumentError(
                 f"Key must be type {dtypes.short_name(self.key_dtype)} but got "
                 f"{_type_name(keys)}"
             )
+        _remember(self._key_dtypes_ok, keys.dtype)
         return keys
 
     def _check_values(self, values: np.ndarray, what: str) -> np.ndarray:
         values = np.asarray(values)
+        if values.dtype in self._value_dtypes_ok:
+            return values
         if _dtype_of(values) != self.value_dtype:
             raise InvalidArgumentError(
                 f"{what} must be type {dtypes.short_name(self.value_dtype)} but got "
                 f"{_type_name(values)}"
             )
+        _remember(self._value_dtypes_ok, values.dtype)
         return values
 
     def _pairs(self, keys: np.ndarray, values: np.ndarray) -> tuple[list[Any], list[Any]]:
@@ -318,6 +328,12 @@ class MutableHashTable(LookupTable):
                 entries.pop(key, None)
             self._entries = entries
             self._changed()
+
+
+def _remember(accepted: set[np.dtype], dtype: np.dtype) -> None:
+    # Fixed-width strings come in every width: only the bounded rest is remembered.
+    if dtype.kind not in "SU":
+        accepted.add(dtype)
 
 
 def _dtype_of(array: np.ndarray) -> DataType | None:

@@ -1,22 +1,23 @@
-"""CPU kernels: array_ops indexing — GatherV2, Gather, GatherNd, ScatterNd, OneHot, Where, Unique.
+"""CPU kernels: array_ops indexing — GatherV2, Gather, OneHot, Where. GatherNd and ScatterNd live
+in ``array_ops_gather_nd`` and Unique in ``array_ops_unique``, imported here for their
+registrations.
 
 Out-of-range indices are an error, as on TensorFlow's CPU (negative ones included: TensorFlow
-does not wrap them the way numpy does), unless ``bad_indices_policy`` is ``IGNORE``.
+does not wrap them the way numpy does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
 from runtime.errors import InvalidArgumentError
-from runtime.kernels.array_ops_common import int_vector, normalize_axis, scalar_int, shape_str
+from runtime.kernels import array_ops_unique  # noqa: F401  (imported for its registration)
+from runtime.kernels.array_ops_common import normalize_axis, scalar_int, shape_str
+from runtime.kernels.array_ops_gather_nd import index_str
 from runtime.kernels.registry import NodeContext, kernel
-
-
-def _index_str(shape: tuple[int, ...], flat: int) -> str:
-    return ",".join(str(int(i)) for i in np.unravel_index(flat, shape)) if shape else ""
 
 
 def _check_gather_indices(indices: np.ndarray, limit: int) -> None:
@@ -27,19 +28,25 @@ def _check_gather_indices(indices: np.ndarray, limit: int) -> None:
     flat = int(np.flatnonzero((indices < 0) | (indices >= limit))[0])
     value = indices.reshape(-1)[flat]
     raise InvalidArgumentError(
-        f"indices[{_index_str(indices.shape, flat)}] = {value} is not in [0, {limit})"
+        f"indices[{index_str(indices.shape, flat)}] = {value} is not in [0, {limit})"
     )
+
+
+_INT32 = np.dtype(np.int32)
+_UINT32 = np.dtype(np.uint32)
 
 
 def _take(params: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
     """np.take with TensorFlow's bounds (negative indices are errors); numpy's errors escape."""
+    # The ndarray method: a third of np.take's cost on the short vectors of a request.
+    take = params.take if isinstance(params, np.ndarray) else partial(np.take, params)
     # Seen as unsigned, negative int32 indices become huge, so numpy's own bounds check rejects
     # them too; other index types are checked for negatives first.
-    if indices.dtype == np.int32:
-        return np.take(params, indices.view(np.uint32), axis=axis, mode="raise")
+    if indices.dtype == _INT32:
+        return take(indices.view(_UINT32), axis, None, "raise")
     if indices.size and indices.min() < 0:
         raise IndexError("negative index")
-    return np.take(params, indices, axis=axis, mode="raise")
+    return take(indices, axis, None, "raise")
 
 
 def _gather(params: np.ndarray, indices: np.ndarray, axis: int, batch_dims: int) -> np.ndarray:
@@ -115,6 +122,26 @@ def gather_v2(node: NodeContext) -> Callable[..., np.ndarray]:
     axis = node.constant_input(2)
     if isinstance(axis, np.ndarray) and axis.size == 1 and axis.dtype.kind in "iu":
         a = scalar_int(axis, "axis")
+        fixed = node.constant_input(1)
+        if (
+            batch_dims == 0
+            and isinstance(fixed, np.ndarray)
+            and fixed.dtype.kind == "i"
+            and (fixed.size == 0 or int(fixed.min()) >= 0)
+        ):
+            # Constant indices (a shape's dims, a table's rows): checked for negatives once,
+            # numpy's own bounds check does the rest.
+            known = fixed.astype(np.intp)
+
+            def gather_fixed(params: np.ndarray) -> np.ndarray:
+                try:
+                    if isinstance(params, np.ndarray):
+                        return params.take(known, a)
+                except (IndexError, ValueError):
+                    pass
+                return gather_on(params, fixed, a)
+
+            return node.bake(gather_fixed, 1, 2)
         return node.bake(lambda params, indices: gather_on(params, indices, a), 2)
     return gather
 
@@ -155,105 +182,6 @@ def gather_v1(node: NodeContext) -> Callable[[np.ndarray, np.ndarray], np.ndarra
             return _gather_v2(params, indices, 0, 0)
 
     return gather
-
-
-def _bad_nd_rows(indices: np.ndarray, bounds: tuple[int, ...]) -> np.ndarray:
-    """Per index row (the last axis holds one coordinate per dim): whether it is out of range."""
-    bad = (indices < 0) | (indices >= np.array(bounds, dtype=np.int64))
-    return np.asarray(bad.any(axis=-1))
-
-
-def _policy(node: NodeContext) -> bool:
-    """Whether bad indices are skipped (IGNORE) rather than an error (the CPU default)."""
-    policy = node.attr("bad_indices_policy", "")
-    if policy not in ("", "DEFAULT", "ERROR", "IGNORE"):
-        raise InvalidArgumentError(f"unknown bad_indices_policy {policy!r}")
-    return bool(policy == "IGNORE")
-
-
-@kernel("GatherNd")
-def gather_nd(node: NodeContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    ignore_bad = _policy(node)
-
-    def gather(params: np.ndarray, indices: np.ndarray) -> np.ndarray:
-        if indices.ndim < 1:
-            raise InvalidArgumentError(
-                f"indices must be at least a vector, got shape {shape_str(indices.shape)}"
-            )
-        depth = indices.shape[-1]
-        if depth > params.ndim:
-            raise InvalidArgumentError(
-                f"index innermost dimension length must be <= params rank; saw: {depth} vs. "
-                f"{params.ndim}"
-            )
-        batch_shape = indices.shape[:-1]
-        out_shape = batch_shape + params.shape[depth:]
-        if depth == 0:
-            return np.broadcast_to(params, out_shape).copy()
-        bounds = params.shape[:depth]
-        bad = _bad_nd_rows(indices, bounds) if indices.size else None
-        if bad is not None and bad.any():
-            if not ignore_bad:
-                row = int(np.flatnonzero(bad.reshape(-1))[0])
-                coords = indices.reshape(-1, depth)[row].tolist()
-                raise InvalidArgumentError(
-                    f"indices[{_index_str(batch_shape, row)}] = "
-                    f"[{', '.join(str(c) for c in coords)}] does not index into param shape "
-                    f"{shape_str(params.shape)}, node name: {node.name}"
-                )
-            safe = np.where(bad[..., None], 0, indices)
-            out: np.ndarray = params[tuple(np.moveaxis(safe, -1, 0))]
-            out[bad] = 0
-            return out
-        gathered: np.ndarray = params[tuple(np.moveaxis(indices, -1, 0))]
-        return gathered
-
-    return gather
-
-
-@kernel("ScatterNd")
-def scatter_nd(node: NodeContext) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
-    ignore_bad = _policy(node)
-
-    def scatter(indices: np.ndarray, updates: np.ndarray, shape: np.ndarray) -> np.ndarray:
-        out_shape = tuple(int_vector(shape, "shape"))
-        if indices.ndim < 1:
-            raise InvalidArgumentError(
-                f"Indices shape must have rank at least one. Found:{shape_str(indices.shape)}"
-            )
-        depth = indices.shape[-1]
-        batch_shape = indices.shape[:-1]
-        if depth > len(out_shape) or updates.shape != batch_shape + out_shape[depth:]:
-            raise InvalidArgumentError(
-                "Dimensions [0,{0}) of indices[shape={1}] = {2} must match dimensions [0,{0}) of "
-                "updates[shape={3}]".format(
-                    len(batch_shape),
-                    shape_str(indices.shape),
-                    shape_str(batch_shape),
-                    shape_str(updates.shape),
-                )
-            )
-        out = np.zeros(out_shape, dtype=updates.dtype)
-        rows = indices.reshape(-1, depth)
-        flat_updates = updates.reshape((rows.shape[0],) + out_shape[depth:])
-        if rows.shape[0] == 0:
-            return out
-        bounds = out_shape[:depth]
-        bad = _bad_nd_rows(rows, bounds)
-        if bad.any():
-            if not ignore_bad:
-                row = int(np.flatnonzero(bad)[0])
-                raise InvalidArgumentError(
-                    f"indices[{_index_str(batch_shape, row)}] = "
-                    f"[{', '.join(str(c) for c in rows[row].tolist())}] does not index into "
-                    f"shape {shape_str(out_shape)}"
-                )
-            rows, flat_updates = rows[~bad], flat_updates[~bad]
-        # Repeated indices accumulate, as in TensorFlow (for bool: logical or).
-        np.add.at(out, tuple(rows.T), flat_updates)
-        return out
-
-    return scatter
 
 
 @kernel("OneHot")
@@ -299,25 +227,3 @@ def where(node: NodeContext) -> Callable[[np.ndarray], np.ndarray]:
         return np.argwhere(condition).astype(np.int64, copy=False)
 
     return where_
-
-
-@kernel("Unique")
-def unique(node: NodeContext) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    out_idx = node.np_dtype("out_idx")
-
-    def unique_(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if x.ndim != 1:
-            raise InvalidArgumentError("unique expects a 1D vector.")
-        if x.dtype.kind == "f":  # TF hashes values, so every NaN is distinct
-            values, first, inverse = np.unique(
-                x, return_index=True, return_inverse=True, equal_nan=False
-            )
-        else:
-            values, first, inverse = np.unique(x, return_index=True, return_inverse=True)
-        # numpy sorts the unique values; TensorFlow keeps them in order of first appearance.
-        order = np.argsort(first, kind="stable")
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        return values[order], rank[inverse].astype(out_idx, copy=False)
-
-    return unique_

@@ -1,5 +1,6 @@
 """CPU kernels: math_ops segment reductions — Segment{Sum,Mean,Prod,Min,Max},
-UnsortedSegment{Sum,Prod,Min,Max}, SparseSegment{Sum,Mean,SqrtN}[WithNumSegments].
+UnsortedSegment{Sum,Prod,Min,Max}; SparseSegment{Sum,Mean,SqrtN}[WithNumSegments] live in
+``math_ops_sparse_segment``, imported here for its registrations.
 
 Semantics follow ``core/kernels/segment_reduction_ops_impl.h``:
 
@@ -7,10 +8,7 @@ Semantics follow ``core/kernels/segment_reduction_ops_impl.h``:
   for Min and Max too); ids must be non-decreasing and non-negative;
 * unsorted segments: ``num_segments`` rows starting from the reduction's identity (0, 1, the
   type's lowest or highest value); negative ids are skipped, ids past the end are an error; rows
-  are reduced in input order (``ufunc.at`` is sequential, like TensorFlow's loop);
-* sparse segments reduce ``data[indices]`` by sorted ids, summing in TensorFlow's order (the
-  first ``n % 8`` rows, or 8 or 9, then blocks of 8, each block summed on its own) and scaling a
-  mean by ``1/n`` below 10 rows and dividing by ``n`` from 10 on: float results match bit for bit.
+  are reduced in input order (``ufunc.at`` is sequential, like TensorFlow's loop).
 """
 
 from __future__ import annotations
@@ -21,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from runtime.errors import InvalidArgumentError
+from runtime.kernels import math_ops_sparse_segment  # noqa: F401 - it registers kernels
 from runtime.kernels.array_ops_common import shape_str
-from runtime.kernels.math_ops_common import BFLOAT16, FLOAT32
+from runtime.kernels.math_ops_common import BFLOAT16
 from runtime.kernels.registry import NodeContext, kernel
 
 
@@ -165,110 +164,3 @@ kernel("UnsortedSegmentSum")(_unsorted(np.add, lambda dtype: 0))
 kernel("UnsortedSegmentProd")(_unsorted(np.multiply, lambda dtype: 1))
 kernel("UnsortedSegmentMax")(_unsorted(np.maximum, _lowest))
 kernel("UnsortedSegmentMin")(_unsorted(np.minimum, _highest))
-
-
-# --- sparse segments ----------------------------------------------------------------------------
-
-
-def _sequential_sum(rows: np.ndarray) -> np.ndarray:
-    # Left to right, as C++ evaluates ``a + b + c``; numpy's sum is pairwise along a
-    # contiguous axis.
-    total: np.ndarray = rows[0].copy()
-    for row in rows[1:]:
-        total += row
-    return total
-
-
-def _sum_in_tensorflow_order(rows: np.ndarray) -> np.ndarray:
-    """The sum of ``rows`` grouped as TensorFlow's SparseSegment kernels group it: the first
-    ``n % 8`` rows (8 for 0, 9 for 1), then each following block of 8 summed on its own."""
-    n = rows.shape[0]
-    head = n & 7
-    head = 8 if head == 0 else 9 if head == 1 else head
-    total = _sequential_sum(rows[:head])
-    for start in range(head, n, 8):
-        total += _sequential_sum(rows[start:start + 8])
-    return total
-
-
-def _sparse_segments(mode: str, with_num_segments: bool) -> Callable[..., Any]:
-    def factory(node: NodeContext) -> Callable[..., np.ndarray]:
-        def segment(data: np.ndarray, indices: np.ndarray, ids: np.ndarray,
-                    *num_segments: np.ndarray) -> np.ndarray:
-            rows = -1
-            if with_num_segments:
-                count = num_segments[0]
-                if np.ndim(count) != 0:
-                    raise InvalidArgumentError(
-                        "num_segments should be a scalar, not shape "
-                        f"{shape_str(np.shape(count))}"
-                    )
-                rows = int(count)
-                if rows < 0:
-                    raise InvalidArgumentError("segment ids must be >= 0")
-            if indices.ndim != 1:
-                raise InvalidArgumentError("indices should be a vector.")
-            if ids.ndim != 1:
-                raise InvalidArgumentError("segment_ids should be a vector.")
-            if indices.size != ids.size:
-                raise InvalidArgumentError("segment_ids and indices should have same size.")
-            last = int(ids[-1]) + 1 if ids.size else 0
-            if with_num_segments:
-                if rows < last:
-                    raise InvalidArgumentError("segment ids must be < num_segments")
-            else:
-                rows = last
-            if rows < 0:
-                raise InvalidArgumentError("segment ids must be >= 0")
-            out = np.zeros((rows,) + data.shape[1:], data.dtype)
-            if ids.size == 0:
-                return out
-            if rows == 0:
-                raise InvalidArgumentError("segment ids must be >= 0")
-            work = FLOAT32 if data.dtype == BFLOAT16 else data.dtype
-            starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-            ends = np.r_[starts[1:], ids.size]
-            limit = data.shape[0]
-            for start, end in zip(starts.tolist(), ends.tolist()):
-                index = int(ids[start])
-                if end < ids.size and int(ids[end]) < index:
-                    raise InvalidArgumentError("segment ids are not increasing")
-                if not 0 <= index < rows:
-                    raise InvalidArgumentError(
-                        f"Segment id {index} out of range [0, {rows}), possibly because "
-                        "'segment_ids' input is not sorted."
-                    )
-                picked = indices[start:end]
-                bad = (picked < 0) | (picked >= limit)
-                if bad.any():
-                    at = start + int(np.flatnonzero(bad)[0])
-                    raise InvalidArgumentError(
-                        f"Bad: indices[{at}] == {int(indices[at])} out of range [0, {limit})"
-                    )
-                out[index] = _reduce(data[picked].astype(work, copy=False), mode)
-            return out
-
-        return segment
-
-    return factory
-
-
-def _reduce(rows: np.ndarray, mode: str) -> np.ndarray:
-    n = rows.shape[0]
-    if n == 1:
-        first: np.ndarray = rows[0]
-        return first
-    total = _sum_in_tensorflow_order(rows)
-    if mode == "sum":
-        return total
-    dtype = rows.dtype.type
-    scale = n if mode == "mean" else np.sqrt(np.float64(n))
-    # Short segments multiply by a reciprocal, long ones divide: TensorFlow's rounding.
-    out: np.ndarray = total * (dtype(1) / dtype(scale)) if n < 10 else total / dtype(scale)
-    return out
-
-
-for _mode, _name in (("sum", "Sum"), ("mean", "Mean"), ("sqrtn", "SqrtN")):
-    kernel(f"SparseSegment{_name}")(_sparse_segments(_mode, False))
-    kernel(f"SparseSegment{_name}WithNumSegments")(_sparse_segments(_mode, True))
-

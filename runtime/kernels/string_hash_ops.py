@@ -24,14 +24,42 @@ def _num_buckets(node: NodeContext) -> np.uint64:
     return np.uint64(buckets)
 
 
-def _bucketize(hashes: np.ndarray, buckets: np.uint64, shape: tuple[int, ...]) -> np.ndarray:
-    return (hashes % buckets).astype(np.int64).reshape(shape)
+# Distinct strings a node remembers the bucket of. A categorical feature has few distinct values,
+# so a request rarely hashes anything; past this many the memory is dropped and refilled.
+CACHE_LIMIT = 4096
+
+
+def _bucket_kernel(
+    buckets: np.uint64, hash_all: Callable[[list[bytes]], np.ndarray]
+) -> Callable[[np.ndarray], np.ndarray]:
+    """A StringToHashBucket* kernel: ``hash_all`` gives the uint64 hashes of a list of strings,
+    taken modulo ``buckets``. The buckets already computed are reused (the hash is a pure
+    function of the string)."""
+    known: dict[bytes, int] = {}
+
+    def hash_new(strings: list[bytes]) -> list[int]:
+        distinct = list(dict.fromkeys(strings))
+        found = dict(zip(distinct, (hash_all(distinct) % buckets).tolist()))
+        if len(known) + len(found) > CACHE_LIMIT:
+            known.clear()
+        if len(found) <= CACHE_LIMIT:
+            known.update(found)
+        return [found[s] for s in strings]
+
+    def run(x: np.ndarray) -> np.ndarray:
+        strings = flat_strings(x)
+        try:
+            values = [known[s] for s in strings]
+        except KeyError:  # a string not seen yet (or the memory was dropped meanwhile)
+            values = hash_new(strings)
+        return np.array(values, dtype=np.int64).reshape(x.shape)
+
+    return run
 
 
 @kernel("StringToHashBucketFast")
 def string_to_hash_bucket_fast(node: NodeContext) -> Callable[[np.ndarray], np.ndarray]:
-    buckets = _num_buckets(node)
-    return lambda x: _bucketize(fingerprint.fingerprint64(flat_strings(x)), buckets, x.shape)
+    return _bucket_kernel(_num_buckets(node), fingerprint.fingerprint64)
 
 
 @kernel("StringToHashBucketStrong")
@@ -40,15 +68,12 @@ def string_to_hash_bucket_strong(node: NodeContext) -> Callable[[np.ndarray], np
     key = [int(k) for k in node.attr("key")]
     if len(key) != 2:
         raise KernelError(node, "Key must have 2 elements")
-    return lambda x: _bucketize(
-        fingerprint.siphash(flat_strings(x), key[0], key[1]), buckets, x.shape
-    )
+    return _bucket_kernel(buckets, lambda strings: fingerprint.siphash(strings, key[0], key[1]))
 
 
 @kernel("StringToHashBucket")
 def string_to_hash_bucket(node: NodeContext) -> Callable[[np.ndarray], np.ndarray]:
-    buckets = _num_buckets(node)
-    return lambda x: _bucketize(fingerprint.legacy_hash64(flat_strings(x)), buckets, x.shape)
+    return _bucket_kernel(_num_buckets(node), fingerprint.legacy_hash64)
 
 
 def _le_bytes(hashes: np.ndarray) -> np.ndarray:

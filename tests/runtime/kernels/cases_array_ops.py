@@ -698,6 +698,18 @@ for name, x, out_idx in (
     ("matrix", vec(1, 2, 1, 2).reshape(2, 2), np.int32),
 ):
     add(Case(f"Unique_{name}", "Unique", {"x": x}, {"out_idx": out_idx}))
+# Long vectors: the kernel sorts them instead of using a dict (its own generator: the cases after
+# these keep their inputs).
+_LONG = rng(8)
+for name, x in (
+    ("long_int", _LONG.integers(-20, 20, 300).astype(I64)),
+    (
+        "long_float",
+        _LONG.choice(np.array([0.0, -0.0, np.nan, 1.5, -2.0, np.inf]), 200).astype(np.float32),
+    ),
+    ("long_str", np.array([b"k%d" % v for v in _LONG.integers(0, 30, 150)], dtype=object)),
+):
+    add(Case(f"Unique_{name}", "Unique", {"x": x}, {"out_idx": np.int32}))
 
 for name, x, to in (
     ("f32_to_i32", vec(1, -2, dtype=np.float32), np.int32),

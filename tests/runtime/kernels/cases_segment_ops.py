@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from tests.runtime.kernels.case import Case, rng
@@ -104,6 +105,27 @@ for _op in ("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN"):
          "num_segments": np.array(3, np.int32)})
 add("SparseSegmentSum_ints", "SparseSegmentSum",
     {"data": ints(6, 3), "indices": ids(0, 5, 5, 2), "segment_ids": ids(0, 0, 1, 1)})
+
+# Each path of the vectorized kernel, from its own generator (the cases after these keep their
+# inputs): one row a segment, all segments present or not; short segments, all present; a long
+# segment (TensorFlow's groups of 8) among single rows; a bfloat16 table (summed in float32).
+_R2 = rng(22)
+_TABLE2 = _R2.standard_normal((12, 3)).astype(np.float32)
+_PATHS = {
+    "one_row_dense": (ids(5, 0, 11, 3), ids(0, 1, 2, 3)),
+    "one_row_gaps": (ids(5, 0, 11, 3), ids(0, 2, 3, 7)),
+    "short_dense": (ids(*_R2.integers(0, 12, 12)), ids(0, 1, 1, 2, 2, 2, 3, 4, 4, 5, 5, 5)),
+    "long_and_singles": (ids(*_R2.integers(0, 12, 70)), ids(*([0] * 40 + list(range(1, 31))))),
+}
+for _op in ("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN"):
+    for _name, (_idx, _seg) in _PATHS.items():
+        add(f"{_op}_{_name}", _op, {"data": _TABLE2, "indices": _idx, "segment_ids": _seg})
+    _idx, _seg = _SPARSE["mixed_lengths"]
+    add(
+        f"{_op}_mixed_bfloat16",
+        _op,
+        {"data": _TABLE.astype(ml_dtypes.bfloat16), "indices": _idx, "segment_ids": _seg},
+    )
 
 # --- bincounts ----------------------------------------------------------------------------------
 

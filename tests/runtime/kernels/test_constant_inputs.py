@@ -131,7 +131,7 @@ def test_the_baking_kernels_do_bake() -> None:
     cases = {  # op: (inputs, the inputs its kernel bakes in when they are constants)
         "Reshape": ((x, np.array([4, -1], np.int32)), (1,)),
         "Transpose": ((x, np.array([2, 0, 1], np.int32)), (1,)),
-        "GatherV2": ((x, np.array([1, 0], np.int32), np.array(1, np.int32)), (2,)),
+        "GatherV2": ((x, np.array([1, 0], np.int32), np.array(1, np.int32)), (1, 2)),
         "Mean": ((x, np.array([-1], np.int32)), (1,)),
         "StridedSlice": ((x, np.array([0, 1], np.int32), np.array([2, 3], np.int32),
                           np.array([1, 1], np.int32)), (1, 2, 3)),

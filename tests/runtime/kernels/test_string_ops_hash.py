@@ -7,10 +7,11 @@ TensorFlow's own values are in the ``string_ops`` recording (StringToHashBucketF
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.kernels import fingerprint
+from runtime.kernels import fingerprint, string_hash_ops
 from runtime.kernels.registry import instantiate
 from tests.runtime.kernels.cases_string_ops import HASH_INPUT, LENGTHS
 from tests.runtime.kernels.check import load_recording
@@ -84,3 +85,26 @@ def test_strong_hash_of_empty_batch_and_key_wraparound() -> None:
     a = fingerprint.siphash([b"abc"], -1, 5)
     b = fingerprint.siphash([b"abc"], 2**64 - 1, 5)
     np.testing.assert_array_equal(a, b)
+
+
+def test_bucket_kernels_reuse_buckets_and_forget_past_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One kernel instance over calls: misses, hits, a batch with one new string, and a memory
+    # dropped when it would grow past its limit all give the recorded buckets.
+    monkeypatch.setattr(string_hash_ops, "CACHE_LIMIT", 4)
+    strings = HASH_INPUT.reshape(-1)[:6]
+    expected = RECORDING["fast_random_1000003/out0"].reshape(-1)[:6]
+    fast = instantiate("StringToHashBucketFast", {"num_buckets": 1000003})
+    for batch in ([0, 1, 0], [1, 0, 1, 1], [2, 0], [3, 4, 5], [0, 1, 2, 3, 4, 5], [5, 5]):
+        np.testing.assert_array_equal(fast(strings[batch]), expected[batch])
+    for op, key in (
+        ("StringToHashBucket", "legacy_random"),
+        ("StringToHashBucketStrong", "strong_random"),
+    ):
+        attrs = {"num_buckets": 2**63 - 1, "key": [0xDECAFCAFFE, -17]}
+        kernel = instantiate(op, attrs)
+        for batch in ([0, 1], [1, 0, 2], [0]):
+            np.testing.assert_array_equal(
+                kernel(strings[batch]), RECORDING[f"{key}/out0"].reshape(-1)[batch]
+            )
