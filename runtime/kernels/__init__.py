@@ -16,6 +16,8 @@ FAMILIES = (
     "image_ops",
     "resource_ops",
     "parsing_ops",
+    "csv_decode",
+    "raw_decode",
     "control_flow_ops",
     "list_ops",
     "dataflow_ops",

@@ -4,7 +4,8 @@ The family is large, so the rest lives in sibling modules imported here (the fam
 ``runtime.kernels`` names only this module): ``array_ops_shape`` (reshaping, transposing,
 broadcasting, tiling, padding, reversing), ``array_ops_join`` (concat/pack/split),
 ``array_ops_slice`` (StridedSlice, Slice), ``array_ops_gather`` (gather/scatter/one-hot/where/
-unique) and ``array_ops_partition`` (DynamicPartition, DynamicStitch).
+unique), ``array_ops_partition`` (DynamicPartition, DynamicStitch), ``array_ops_reverse`` (the
+TF1 Reverse) and ``array_ops_band_part`` (MatrixBandPart).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import numpy as np
 from runtime import dtypes
 from runtime.errors import InvalidArgumentError
 from runtime.kernels import (  # noqa: F401  (imported for their registrations)
+    array_ops_band_part,
     array_ops_gather,
     array_ops_join,
     array_ops_partition,
+    array_ops_reverse,
     array_ops_scatter,
     array_ops_shape,
     array_ops_slice,

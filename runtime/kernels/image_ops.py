@@ -1,5 +1,6 @@
 """CPU kernels: image_ops — ResizeBilinear, ResizeNearestNeighbor and ResizeBicubic (NHWC); the
-decode ops live in ``image_decode``.
+decode ops live in ``image_decode``, NonMaxSuppression in ``image_ops_nms`` and CropAndResize in
+``image_ops_crop``.
 
 Sampling positions follow TensorFlow's CPU kernels exactly, in float32: the scale is
 ``in / out`` (or ``(in - 1) / (out - 1)`` with ``align_corners``), and a destination index ``i``
@@ -15,7 +16,11 @@ from typing import Literal, TypeVar
 import numpy as np
 
 from runtime.errors import InvalidArgumentError
-from runtime.kernels import image_decode  # noqa: F401 - registers the decode kernels
+from runtime.kernels import (  # noqa: F401 - they register kernels
+    image_decode,
+    image_ops_crop,
+    image_ops_nms,
+)
 from runtime.kernels.array_ops_common import shape_str
 from runtime.kernels.nn_ops_common import Key, scratch
 from runtime.kernels.registry import NodeContext, kernel

@@ -13,6 +13,7 @@ from runtime.kernels import (  # noqa: F401 - imported for their kernel registra
     nn_ops_activation,
     nn_ops_conv,
     nn_ops_einsum,
+    nn_ops_lrn,
     nn_ops_matmul,
     nn_ops_norm,
     nn_ops_pool,

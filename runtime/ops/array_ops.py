@@ -56,6 +56,9 @@ define(
 )
 define("MirrorPad", inputs="input, paddings", outputs="output", attrs={"Tpaddings": _INT32})
 define("ReverseV2", inputs="tensor, axis", outputs="output", attrs={"Tidx": _INT32})
+define("Reverse", inputs="tensor, dims", outputs="output")  # dims: one bool per dimension
+define("MatrixBandPart", inputs="input, num_lower, num_upper", outputs="band",
+       attrs={"Tindex": _INT64})
 define(
     "OneHot",
     inputs="indices, depth, on_value, off_value",

@@ -46,3 +46,21 @@ define(
     attrs={"output_type": DataType.DT_INT32},
 )
 define("ResizeBicubic", inputs="images, size", outputs="resized_images", attrs=_RESIZE_ATTRS)
+
+# Object detection: box selection and region cropping.
+_F32 = DataType.DT_FLOAT
+define("NonMaxSuppression", inputs="boxes, scores, max_output_size", outputs="selected_indices",
+       attrs={"iou_threshold": 0.5})
+_NMS_INPUTS = "boxes, scores, max_output_size, iou_threshold"
+_NMS_TYPES = {"T": _F32, "T_threshold": _F32}
+define("NonMaxSuppressionV2", inputs=_NMS_INPUTS, outputs="selected_indices", attrs=_NMS_TYPES)
+define("NonMaxSuppressionV3", inputs=_NMS_INPUTS + ", score_threshold",
+       outputs="selected_indices", attrs=_NMS_TYPES)
+define("NonMaxSuppressionV4", inputs=_NMS_INPUTS + ", score_threshold",
+       outputs="selected_indices, valid_outputs",
+       attrs={**_NMS_TYPES, "pad_to_max_output_size": False})
+define("NonMaxSuppressionV5", inputs=_NMS_INPUTS + ", score_threshold, soft_nms_sigma",
+       outputs="selected_indices, selected_scores, valid_outputs",
+       attrs={"T": _F32, "pad_to_max_output_size": False})
+define("CropAndResize", inputs="image, boxes, box_ind, crop_size", outputs="crops",
+       attrs={"method": "bilinear", "extrapolation_value": 0.0})

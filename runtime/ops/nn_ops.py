@@ -75,6 +75,10 @@ define("_FusedBatchNormEx",
        outputs=_BN_OUTPUTS + ", reserve_space_3",
        attrs={**_BATCH_NORM, "num_side_inputs": 0, "activation_mode": "Identity"})
 
+# --- local response normalization (TF1 image models: AlexNet, GoogLeNet v1) --------------------
+define("LRN", inputs="input", outputs="output",
+       attrs={"depth_radius": 5, "bias": 1.0, "alpha": 1.0, "beta": 0.5, "T": _F32})
+
 # --- softmax and activations -----------------------------------------------------------------
 define("Softmax", inputs="logits", outputs="softmax")
 define("LogSoftmax", inputs="logits", outputs="logsoftmax")

@@ -1,4 +1,5 @@
-"""Op definitions: tf.Example parsing, and the sparse-tensor op its sparse outputs feed."""
+"""Op definitions: tf.Example parsing, the sparse-tensor op its sparse outputs feed, and the
+CSV and raw-bytes decoders (``tensorflow/core/ops/parsing_ops.cc``)."""
 
 from __future__ import annotations
 
@@ -35,4 +36,19 @@ define(
     inputs="sparse_indices, output_shape, sparse_values, default_value",
     outputs="dense",
     attrs={"validate_indices": True},
+)
+
+# CSV serving input receivers; OUT_TYPE is the list of the record_defaults' types.
+define(
+    "DecodeCSV",
+    inputs="records, record_defaults*OUT_TYPE",
+    outputs="output*OUT_TYPE",
+    attrs={"field_delim": ",", "use_quote_delim": True, "na_value": "", "select_cols": []},
+)
+define("DecodeRaw", inputs="bytes", outputs="output", attrs={"little_endian": True})
+define(
+    "DecodePaddedRaw",
+    inputs="input_bytes, fixed_length",
+    outputs="output",
+    attrs={"little_endian": True},
 )

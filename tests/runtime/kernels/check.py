@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,27 @@ def check_case(case: Case, recording: dict[str, np.ndarray]) -> None:
             )
         else:
             np.testing.assert_array_equal(_as_recorded(ours), expected, err_msg=key)
+
+
+def recorded_message(case: Case, recording: dict[str, np.ndarray]) -> str:
+    """TensorFlow's message for a case it rejected, without the eager wrapper around it."""
+    recorded = recording[f"{case.name}/error"].item().decode()
+    match = re.search(r"\}\} (.*?) \[Op:", recorded, re.DOTALL)
+    return match.group(1) if match else recorded
+
+
+def check_rejection(case: Case, recording: dict[str, np.ndarray], num_outputs: int = 1) -> None:
+    """Our kernel rejects a case TensorFlow rejected with a status error carrying TensorFlow's
+    message and, where the recording has it, TensorFlow's status code.
+
+    A case TensorFlow rejected before any kernel ran (an attr outside the op's allowed values)
+    has a message about the op definition; there only the status error is required.
+    """
+    with pytest.raises(OpError) as info:
+        instantiate(case.op, kernel_attrs(case), num_outputs=num_outputs)(*case.flat_inputs())
+    if not recording[f"{case.name}/error"].item().startswith(b"{{function_node"):
+        return
+    assert info.value.message == recorded_message(case, recording)
+    code = recording.get(f"{case.name}/code")
+    if code is not None:
+        assert int(info.value.code) == int(code), f"{info.value.code!r} != {int(code)}"
