@@ -16,6 +16,7 @@ FAMILIES = (
     "image_ops",
     "resource_ops",
     "parsing_ops",
+    "sequence_parsing_ops",
     "csv_decode",
     "raw_decode",
     "control_flow_ops",
