@@ -243,10 +243,13 @@ def tile(node: NodeContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
                 f"Expected multiples argument to be a vector of length {x.ndim} but got length "
                 f"{len(reps)}"
             )
+        if reps.count(1) == len(reps):
+            # Nothing to repeat: TensorFlow's kernel forwards its input then, and so do we.
+            return x
         for i, r in enumerate(reps):
             if r < 0:
                 raise InvalidArgumentError(f"Expected multiples[{i}] >= 0, but got {r}")
-        return np.tile(x, reps) if reps else x
+        return np.tile(x, reps)
 
     return tile_
 

@@ -7,7 +7,7 @@ A sparse tensor is ``indices`` (int64 ``[nnz, rank]``), ``values`` (``[nnz]``) a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -71,6 +71,36 @@ def lexsort_rows(indices: np.ndarray, columns: Iterable[int] | None = None) -> n
     # np.lexsort takes its most significant key last.
     order: np.ndarray = np.lexsort([indices[:, c] for c in reversed(cols)])
     return order
+
+
+def int_list(x: np.ndarray) -> list[int]:
+    """A small integer vector as Python ints."""
+    values: list[int] = x.tolist()
+    return values if x.dtype.kind == "i" else [int(v) for v in values]
+
+
+def wrap_int64(x: int) -> int:
+    """``x`` wrapped to int64, as numpy's int64 arithmetic leaves it."""
+    x &= (1 << 64) - 1
+    return x - (1 << 64) if x >> 63 else x
+
+
+def num_elements(dims: Sequence[int]) -> int:
+    """``np.prod(dims, dtype=np.int64)`` in Python ints: on a handful of dims a numpy call costs
+    more than a whole small kernel should."""
+    n = 1
+    for d in dims:
+        n *= d
+    return wrap_int64(n)
+
+
+def stride_list(dims: Sequence[int]) -> list[int]:
+    """``row_major_strides(dims)`` in Python ints (wrapped to int64 alike)."""
+    strides, acc = [1] * len(dims), 1
+    for j in range(len(dims) - 1, 0, -1):
+        acc *= dims[j]
+        strides[j - 1] = wrap_int64(acc)
+    return strides
 
 
 def row_major_strides(shape: Iterable[int]) -> np.ndarray:

@@ -18,13 +18,18 @@ from runtime.errors import InvalidArgumentError
 from runtime.kernels import fingerprint
 from runtime.kernels.registry import NodeContext, kernel
 from runtime.kernels.sparse_ops_cross import (
-    U64,
-    Columns,
+    Hashes,
     as_strings,
     cross_hashes,
+    hash_distinct,
+    input_splitter,
+)
+from runtime.kernels.sparse_ops_cross_columns import (
+    U64,
+    Columns,
+    cross_product,
     gather_columns,
     is_string,
-    split_inputs,
     validate,
 )
 
@@ -38,8 +43,16 @@ def _int_prefixes(values: np.ndarray) -> list[bytes]:
     return [data[i:i + _HASHED_INT_BYTES] for i in range(0, len(data), _HASHED_INT_BYTES)]
 
 
-def _feature_hashes(columns: Columns, strong: bool, key: tuple[int, int]) -> list[np.ndarray]:
-    hashes = []
+def _feature_hashes(columns: Columns, strong: bool, key: tuple[int, int]) -> list[Hashes]:
+    k0, k1 = key[0] & fingerprint.MASK, key[1] & fingerprint.MASK
+
+    def siphash_one(data: bytes) -> int:
+        return fingerprint.siphash_one(data, k0, k1)
+
+    def siphash(data: list[bytes]) -> np.ndarray:
+        return fingerprint.siphash(data, *key)
+
+    hashes: list[Hashes] = []
     for i, feats in enumerate(columns.features):
         if is_string(feats):
             data = as_strings(feats).tolist()
@@ -48,15 +61,21 @@ def _feature_hashes(columns: Columns, strong: bool, key: tuple[int, int]) -> lis
         else:  # a dense int64 feature hashed weakly is its own value
             hashes.append(feats.astype(np.int64).reshape(-1).view(U64))
             continue
-        hashes.append(fingerprint.siphash(data, *key) if strong
-                      else fingerprint.fingerprint64(data))
+        if strong:
+            hashes.append(hash_distinct(data, siphash_one, siphash,
+                                        fingerprint.SMALL_BATCH_SIPHASH))
+        else:
+            hashes.append(hash_distinct(data, fingerprint.fingerprint64_one,
+                                        fingerprint.fingerprint64, fingerprint.SMALL_BATCH))
     return hashes
 
 
 @kernel("SparseCrossHashed")
 def sparse_cross_hashed(node: NodeContext) -> Callable[..., Any]:
+    split = input_splitter(node)
+
     def cross(*args: np.ndarray) -> tuple[np.ndarray, ...]:
-        indices, values, shapes, dense, rest = split_inputs(node, args)
+        indices, values, shapes, dense, rest = split(args)
         num_buckets, strong_hash, salt = rest
         batch = validate(indices, values, shapes, dense)
         if salt.size != 2:
@@ -66,6 +85,6 @@ def sparse_cross_hashed(node: NodeContext) -> Callable[..., Any]:
         key = (int(salt.reshape(-1)[0]), int(salt.reshape(-1)[1]))
         columns = gather_columns(indices, values, dense, batch)
         hashes = _feature_hashes(columns, bool(strong_hash), key)
-        return cross_hashes(columns, hashes, int(num_buckets), None)
+        return cross_hashes(columns, cross_product(columns), hashes, int(num_buckets), None)
 
     return cross

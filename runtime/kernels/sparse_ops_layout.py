@@ -15,8 +15,10 @@ from runtime.kernels.registry import NodeContext, kernel
 from runtime.kernels.sparse_ops_common import (
     create_sparse,
     dims_text,
+    int_list,
     lexsort_rows,
-    row_major_strides,
+    num_elements,
+    stride_list,
     validate_sparse,
 )
 
@@ -31,7 +33,7 @@ def _trunc_divmod(a: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _reshaped_dims(in_dims: list[int], target: list[int]) -> list[int]:
     """The output shape of a sparse reshape (``reshape_util.cc``): one -1 is inferred."""
-    dense_size = int(np.prod(in_dims, dtype=np.int64))
+    dense_size = num_elements(in_dims)
     out_dims, product, unknown = [], 1, -1
     for d, size in enumerate(target):
         if size == -1:
@@ -60,7 +62,7 @@ def _reshaped_dims(in_dims: list[int], target: list[int]) -> list[int]:
                 f"{dims_text(in_dims)} output_shape={dims_text(out_dims)}"
             )
         out_dims[unknown] = missing
-    out_size = int(np.prod(out_dims, dtype=np.int64))
+    out_size = num_elements(out_dims)
     if out_size != dense_size:
         raise InvalidArgumentError(
             f"Input to reshape is a tensor with {dense_size} dense values, but the requested "
@@ -81,23 +83,28 @@ def sparse_reshape(indices: np.ndarray, shape: np.ndarray, new_shape: np.ndarray
         raise InvalidArgumentError(
             f"Target shape should be a vector but received shape {dims_text(new_shape.shape)}"
         )
-    in_dims = [int(d) for d in shape]
-    target = [int(d) for d in new_shape]
+    in_dims, target = int_list(shape), int_list(new_shape)
+    # Feature columns reshape to the shape a tensor already has: nothing to check or compute.
+    if target == in_dims and (not target or min(target) >= 0):
+        return indices, shape
     out_dims = _reshaped_dims(in_dims, target)
     if out_dims == in_dims:
         return indices, shape
     nnz = indices.shape[0]
     out = np.zeros((nnz, len(out_dims)), np.int64)
     if nnz:
-        product = int(np.prod([d for d in target if d != -1], dtype=np.int64))
-        if int(np.prod(in_dims, dtype=np.int64)) <= 0 or product <= 0:
+        product = num_elements([d for d in target if d != -1])
+        if num_elements(in_dims) <= 0 or product <= 0:
             raise InvalidArgumentError(
                 f"Input tensor has {nnz} non zero elements but input shape "
                 f"({dims_text(in_dims)}) or output shape ({dims_text(out_dims)}) is empty"
             )
-        flat = indices.astype(np.int64, copy=False) @ row_major_strides(in_dims)
-        for j, stride in enumerate(row_major_strides(out_dims).tolist()):
-            out[:, j], flat = _trunc_divmod(flat, stride)
+        flat = indices.astype(np.int64, copy=False) @ np.array(stride_list(in_dims), np.int64)
+        out_strides = stride_list(out_dims)
+        # Valid indices give non-negative offsets, where floor division is C++'s truncation.
+        divide = np.divmod if min(out_strides, default=1) > 0 and flat.min() >= 0 else _trunc_divmod
+        for j, stride in enumerate(out_strides):
+            out[:, j], flat = divide(flat, stride)
     return out, np.array(out_dims, np.int64)
 
 
@@ -218,6 +225,26 @@ def _check_fill_inputs(indices: np.ndarray, values: np.ndarray, dense_shape: np.
         raise InvalidArgumentError("Dense shape cannot be empty.")
 
 
+def _fill_sorted(indices: np.ndarray, values: np.ndarray, rows: np.ndarray, dense_rows: int,
+                 default: np.ndarray) -> Arrays:
+    """SparseFillEmptyRows of entries sorted by row, all in range: an entry moves down one slot
+    for each empty row above its own, and a default entry goes after the entries of the rows
+    above it, so two binary searches place everything without the general case's sort."""
+    empty = np.bincount(rows, minlength=dense_rows) == 0
+    missing = empty.nonzero()[0]  # np.flatnonzero costs several times more on small arrays
+    n, k = rows.size, missing.size
+    position = missing.searchsorted(rows)
+    position += np.arange(n)
+    filler_position = rows.searchsorted(missing)
+    filler_position += np.arange(k)
+    out_indices = np.zeros((n + k, indices.shape[1]), np.promote_types(indices.dtype, np.int64))
+    out_indices[position] = indices
+    out_indices[:, 0][filler_position] = missing
+    out_values = np.full(n + k, default, dtype=values.dtype)
+    out_values[position] = values
+    return out_indices, out_values, empty, position
+
+
 @kernel("SparseFillEmptyRows")
 def sparse_fill_empty_rows(node: NodeContext) -> Callable[..., Any]:
     def fill(indices: np.ndarray, values: np.ndarray, dense_shape: np.ndarray,
@@ -234,6 +261,16 @@ def sparse_fill_empty_rows(node: NodeContext) -> Callable[..., Any]:
             return (np.zeros((0, rank), np.int64), values[:0], np.zeros(0, bool),
                     np.zeros(0, np.int64))
         rows = indices[:, 0]
+        # Rows that start at 0, end at the last row and step by 0 or 1 are sorted, in range and
+        # leave no row empty: the input is the output. (A step wrapped by overflow is not 0 or
+        # 1, and from 0 no sum of such steps can overflow.)
+        if (n and rows[0] == 0 and rows[n - 1] == dense_rows - 1
+                and (n == 1 or not np.count_nonzero((rows[1:] - rows[:-1]) >> 1))):
+            return indices, values, np.zeros(dense_rows, bool), np.arange(n, dtype=np.int64)
+        # Other sorted rows are all in range when the first and the last are.
+        if (n < 2 or not np.count_nonzero(rows[1:] < rows[:-1])) and (
+                not n or (rows[0] >= 0 and rows[n - 1] < dense_rows)):
+            return _fill_sorted(indices, values, rows, dense_rows, default)
         bad = (rows < 0) | (rows >= dense_rows)
         if bad.any():
             i = int(np.argmax(bad))
@@ -241,8 +278,6 @@ def sparse_fill_empty_rows(node: NodeContext) -> Callable[..., Any]:
                 f"indices({i}, 0) is invalid: {int(rows[i])} >= {dense_rows}"
             )
         empty = np.bincount(rows, minlength=dense_rows) == 0
-        if not empty.any() and (n < 2 or bool(np.all(rows[1:] >= rows[:-1]))):
-            return indices, values, empty, np.arange(n, dtype=np.int64)
         # Each empty row gets one default entry at [row, 0, ...]; every row keeps its entries
         # in input order, so a stable sort by row places the lot.
         missing = np.flatnonzero(empty)

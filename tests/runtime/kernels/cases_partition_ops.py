@@ -87,3 +87,18 @@ stitch("overlap_across_inputs", [ids(0, 1, 2), ids(1, 3), ids(0)],
 stitch("error_negative", [ids(0, -1), ids(1)], [floats(2), floats(1)])
 stitch("error_data_shape", [ids(0, 1), ids(2)], [floats(3), floats(1)])
 stitch("error_extra_shape", [ids(0, 1), ids(2)], [floats(2, 3), floats(1, 4)])
+
+# --- Past the small-input paths -----------------------------------------------------------------
+# Appended last so that the random values of the cases above stay as recorded.
+
+_BIG_BAD = _BIG_IDS.copy()
+_BIG_BAD[250] = 7
+partition("error_big_out_of_range", floats(300), _BIG_BAD, 7)
+_BIG_NEG = [p.copy() for p in _BIG_POS]
+_BIG_NEG[3][-1] = -2
+stitch("error_big_negative", _BIG_NEG, [floats(len(p), 5) for p in _BIG_POS])
+# Many ids with repeats within and across inputs: the last write wins.
+stitch("big_overlap", [R.integers(0, 40, 50).astype(np.int32), R.integers(0, 40, 30)
+                       .astype(np.int32)], [floats(50, 2), floats(30, 2)], ("DynamicStitch",))
+stitch("small_overlap_strings", [ids(2, 0), ids(0, 1, 2)], [S("a", "b"), S("c", "d", "e")],
+       ("DynamicStitch",))

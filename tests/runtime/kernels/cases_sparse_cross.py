@@ -151,3 +151,45 @@ cross_hashed("big", [BIG_WORDS, BIG_IDS], [], 1 << 20)
 cross_hashed("strong_big", [BIG_WORDS, BIG_IDS], [], 0, strong=True)
 cross_hashed("negative_buckets", [FULL_A, FULL_B], [], -3)
 cross_hashed("error_salt_length", [COUNTRY, LANG], [], 10, salt=(1, 2, 3))
+
+# --- The paths by size ----------------------------------------------------------------------------
+# Columns with one feature per row, in row order (single-valued feature columns), skip the
+# product; repeated combinations are folded once; larger crosses take the vectorised paths.
+_ONE_A = sparse([0, 1, 2, 3], I64(3, 1, 3, 7), 4)
+_ONE_B = sparse([0, 1, 2, 3], S("paris", "lima", "paris", "oslo"), 4)
+_ONE_D = S("x", "y", "x", "x", shape=(4, 1))
+cross("hashed_one_per_row", [_ONE_A, _ONE_B], [_ONE_D], hashed=True, num_buckets=32)
+cross("hashed_one_per_row_no_buckets", [_ONE_B], [DENSE_I], hashed=True)
+cross("strings_one_per_row", [_ONE_A, _ONE_B], [_ONE_D], hashed=False)
+cross("hashed_one_row", [sparse([0], I64(4), 1), sparse([0], S("paris"), 1)], [],
+      hashed=True, num_buckets=32)
+_R7 = np.random.default_rng(7)
+_CITIES = [f"city-{i}" for i in range(12)]
+# 48 rows repeating a few combinations (the Python fold of distinct ones), then 70 rows of
+# distinct ones (numpy's fold), each column one feature per row.
+_REP_IDS = sparse(list(range(48)), I64(*(_R7.integers(0, 3, 48).tolist())), 48)
+_REP_CITY = S(*(_CITIES[i] for i in _R7.integers(0, 4, 48)), shape=(48, 1))
+cross("hashed_repeated_combinations", [_REP_IDS], [_REP_CITY], hashed=True, num_buckets=97)
+_MANY_IDS = sparse(list(range(70)), I64(*(_R7.integers(-1 << 40, 1 << 40, 70).tolist())), 70)
+_MANY_CITY = S(*(_CITIES[i] for i in _R7.integers(0, 12, 70)), shape=(70, 1))
+cross("hashed_one_per_row_big", [_MANY_IDS], [_MANY_CITY], hashed=True, num_buckets=1000)
+cross("strings_one_per_row_big", [_MANY_IDS], [_MANY_CITY], hashed=False)
+# Few entries, many combinations: a Python layout with numpy's product.
+_NINE = sparse([0] * 9 + [1], S(*(f"w{i}" for i in range(10))), 2)
+_NINE_IDS = sparse([0] * 9 + [1, 1], I64(*range(11)), 2)
+cross("hashed_many_combinations", [_NINE, _NINE_IDS], [], hashed=True, num_buckets=50)
+cross("strings_many_combinations", [_NINE, _NINE_IDS], [], hashed=False)
+# Over 80 distinct strings, repeated: hashed at once, each distinct one once.
+_WORDS = S(*(f"word-{i % 90}" for i in range(200)))
+cross("hashed_repeated_big_vocabulary", [sparse(sorted(_R7.integers(0, 50, 200).tolist()),
+                                                _WORDS, 50)], [], hashed=True, num_buckets=0)
+cross_v2("one_per_row", [_ONE_A], [_ONE_D], sep=b"|")
+cross_hashed("one_per_row", [_ONE_A, _ONE_B], [_ONE_D], 32)
+cross_hashed("strong_one_per_row", [_ONE_B], [_ONE_D], 32, strong=True)
+cross_hashed("repeated_combinations", [_REP_IDS], [_REP_CITY], 97)
+cross_hashed("strong_repeated_big_vocabulary", [sparse(list(range(200)), _WORDS, 200)], [], 0,
+             strong=True)
+# Past the small layout: a dense column, and a sparse column with no entries at all.
+cross("hashed_big_dense", [BIG_WORDS], [S(*(f"d{i % 7}" for i in range(120)), shape=(60, 2))],
+      hashed=True, num_buckets=64)
+cross("strings_big_empty_column", [BIG_WORDS, sparse([], S(), 60)], [], hashed=False)

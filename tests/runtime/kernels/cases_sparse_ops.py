@@ -276,3 +276,21 @@ reduce_sum("empty", idx(rank=2), floats(0), [2, 3], [1])
 reduce_sum("error_axis", _RS_IDX, floats(5), [4, 3], [2])
 # An index past the shape in a kept dimension: TensorFlow's INTERNAL error, not a bad argument.
 reduce_sum("error_write_index", idx([0, 0], [5, 1]), floats(2), [2, 2], [1])
+
+# --- Fast paths and their fallbacks --------------------------------------------------------------
+# Appended last so that the random values of the cases above stay as recorded.
+
+# SparseReshape to the shape the tensor has takes a shortcut; an inferred dimension that lands
+# on the same shape does not. Offsets of indices past the shape (which TensorFlow does not check)
+# are split with C++'s truncating division, unlike valid ones.
+reshape("same_shape_one_per_row", idx([0, 0], [1, 0], [2, 0], [3, 0]), [4, 1], [4, 1])
+reshape("same_shape_rank1", idx([1], [3], rank=1), [5], [5])
+reshape("negative_index_truncates", idx([0, -1], [1, 2], [-1, 1]), [2, 3], [3, 2])
+# SparseFillEmptyRows: one entry per row in row order is its own output; sorted rows with gaps
+# are filled without a sort; unsorted or out-of-range rows take the general path.
+fill("one_per_row", idx([0, 0], [1, 0], [2, 0], [3, 0]), vec(5, 6, 7, 8), [4, 1], 0)
+fill("sorted_gaps_repeats", idx([0, 0], [0, 1], [0, 2], [2, 0], [2, 1], [5, 0]), floats(6),
+     [7, 3], 2.5)
+fill("sorted_last_row_empty", idx([0, 0], [1, 1], [1, 2]), S("a", "b", "c"), [3, 3], b"z")
+fill("error_sorted_negative", idx([-1, 0], [0, 0], [1, 0]), floats(3), [2, 1], 0.0)
+fill("error_unsorted_huge_row", idx([0, 0], [(1 << 63) - 1, 0], [1, 0]), floats(3), [2, 1], 0.0)
