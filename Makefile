@@ -62,7 +62,7 @@ LEGACY_MODELS = $(foreach m,keras2_mlp keras2_cnn keras2_lstm module builder,tf$
 ESTIMATORS := $(foreach m,linear_classifier linear_regressor dnn_classifier wide_deep_raw partitioned_wide_deep,tf215_$(m))
 
 bench-legacy: $(VENV)/.installed $(foreach v,$(LEGACY_TF),.venv-tf$(v)/.installed)
-	$(foreach v,$(LEGACY_TF),$(LEGACY_BENCH) --tf-python .venv-tf$(v)/bin/python --models $(call LEGACY_MODELS,$(v)) &&) true
+	$(foreach v,$(LEGACY_TF),$(LEGACY_BENCH) --tf-python .venv-tf$(v)/bin/python --models $(call LEGACY_MODELS,$(v)) $(if $(filter 2.15,$(v)),tf215_tf1_dynamic_rnn tf215_tf1_map_fn) &&) true
 	$(LEGACY_BENCH) --tf-python .venv-tf2.15/bin/python --signature predict --models $(ESTIMATORS)
 
 # Throughput and latency of the daemon under load (wrk, h2load) with and without batching,
