@@ -21,6 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import runtime.dataflow_executor as dataflow_module
 import runtime.plan as plan_module
 from bench.ours import to_runtime
 from bench.tensors import recorded_cases, tile_rows, widest_case
@@ -83,7 +84,11 @@ def main(argv: list[str]) -> None:
     plain_us = per_call_us(lambda: plain.run(args.signature, inputs), args.calls)
 
     stats: Stats = {}
-    plan_module.build_kernel = timed_kernels(stats)  # type: ignore[assignment]
+    # Both executors build kernels through plan.build_kernel; the dataflow executor (TF1 loops)
+    # holds its own reference to it.
+    build_timed = timed_kernels(stats)
+    plan_module.build_kernel = build_timed  # type: ignore[assignment]
+    dataflow_module.build_kernel = build_timed  # type: ignore[attr-defined]
     timed = load_saved_model(version)
     timed_us = per_call_us(lambda: timed.run(args.signature, inputs), args.calls)
     for entry in stats.values():  # in place: each timer holds its own entry
@@ -93,6 +98,8 @@ def main(argv: list[str]) -> None:
 
     calls = args.calls
     kernel_calls = sum(c for c, _ in stats.values()) / calls
+    if not kernel_calls:
+        raise SystemExit(f"{args.model}: no kernel ran through the timers")
     print(f"{args.model} {args.signature!r} batch {args.batch}: {plain_us:.0f} µs per call "
           f"({timed_us:.0f} µs timed), {kernel_calls:.0f} kernel calls")
     print(f"{'op':30s} {'calls':>6s} {'µs':>9s} {'µs/call':>8s}")
