@@ -48,6 +48,8 @@ class ReadinessHealth(health.aio.HealthServicer):  # type: ignore[misc,name-defi
         self._refresh_lock = asyncio.Lock()  # publishing can wait for a watcher's write
         self._pending_lock = threading.Lock()
         self._pending = False
+        # Set on shutdown: a refresh scheduled then could outlive the loop, unawaited.
+        self._closing = False
 
     async def start(self) -> None:
         for service in _ALWAYS_SERVING:
@@ -64,7 +66,7 @@ class ReadinessHealth(health.aio.HealthServicer):  # type: ignore[misc,name-defi
     def on_state_change(self, *_: object) -> None:
         """The servable state listener (any thread): schedule a refresh; never blocks."""
         with self._pending_lock:
-            if self._pending:
+            if self._pending or self._closing:
                 return
             self._pending = True
         try:
@@ -75,7 +77,14 @@ class ReadinessHealth(health.aio.HealthServicer):  # type: ignore[misc,name-defi
     def _refresh_pending(self) -> None:
         with self._pending_lock:
             self._pending = False  # a change after this point schedules another refresh
+            if self._closing:
+                return
         self._loop.create_task(self.refresh())
+
+    async def enter_graceful_shutdown(self) -> None:
+        with self._pending_lock:
+            self._closing = True
+        await super().enter_graceful_shutdown()
 
     async def refresh(self) -> None:
         """Recompute the readiness-following statuses; watchers hear only of changes."""
