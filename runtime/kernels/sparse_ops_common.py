@@ -12,11 +12,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from runtime.errors import InvalidArgumentError
-
-
-def dims_text(shape: Iterable[int]) -> str:
-    """A shape as ``TensorShape::DebugString`` prints it: ``[2,3]``."""
-    return "[" + ",".join(str(int(d)) for d in shape) + "]"
+from runtime.kernels.array_ops_common import shape_str
 
 
 def values_text(values: np.ndarray) -> str:
@@ -46,7 +42,7 @@ def validate_sparse(indices: np.ndarray, values: np.ndarray, shape: np.ndarray) 
 def create_sparse(indices: np.ndarray, values: np.ndarray, shape: np.ndarray) -> None:
     """The checks of ``SparseTensor::Create``, which kernels building one run on their inputs."""
     if values.ndim != 1:
-        raise InvalidArgumentError(f"vals must be a vec, but got: {dims_text(values.shape)}")
+        raise InvalidArgumentError(f"vals must be a vec, but got: {shape_str(values.shape)}")
     if indices.ndim == 0:
         raise InvalidArgumentError("indices must be a matrix, but got: []")
     if indices.shape[0] != values.shape[0]:
@@ -56,7 +52,7 @@ def create_sparse(indices: np.ndarray, values: np.ndarray, shape: np.ndarray) ->
         )
     if indices.ndim != 2:
         raise InvalidArgumentError(
-            f"indices must be a matrix, but got: {dims_text(indices.shape)}"
+            f"indices must be a matrix, but got: {shape_str(indices.shape)}"
         )
     if shape.size != indices.shape[1]:
         raise InvalidArgumentError("Shape rank must be SparseTensor rank.")

@@ -30,8 +30,8 @@ import numpy as np
 from runtime.dtypes import DataType
 from runtime.errors import InvalidArgumentError
 from runtime.kernels import fingerprint
+from runtime.kernels.array_ops_common import shape_str
 from runtime.kernels.registry import NodeContext, kernel
-from runtime.kernels.sparse_ops_common import dims_text
 from runtime.kernels.sparse_ops_cross_columns import (
     SMALL_OUTPUTS,
     U64,
@@ -224,7 +224,7 @@ def _debug_string(x: np.ndarray) -> str:
     flat = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
             for v in x.reshape(-1)[:3].tolist()]
     more = "..." if x.size > 3 else ""
-    return f"Tensor<type: string shape: {dims_text(x.shape)} values: {' '.join(flat)}{more}>"
+    return f"Tensor<type: string shape: {shape_str(x.shape)} values: {' '.join(flat)}{more}>"
 
 
 @kernel("SparseCrossV2")

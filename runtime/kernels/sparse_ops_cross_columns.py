@@ -15,7 +15,7 @@ import numpy as np
 
 from runtime.dtypes import DataType
 from runtime.errors import InvalidArgumentError
-from runtime.kernels.sparse_ops_common import dims_text
+from runtime.kernels.array_ops_common import shape_str
 
 U64 = np.uint64
 # Below these sizes Python lists beat numpy's fixed cost per call (about a microsecond): the
@@ -63,7 +63,7 @@ def validate(indices: Sequence[np.ndarray], values: Sequence[np.ndarray],
     for i, ind in enumerate(indices):
         if ind.ndim != 2:
             raise InvalidArgumentError(
-                f"Input indices should be a matrix but received shape {dims_text(ind.shape)} "
+                f"Input indices should be a matrix but received shape {shape_str(ind.shape)} "
                 f"at position {i}"
             )
         if ind.shape[1] != 2:
@@ -78,7 +78,7 @@ def validate(indices: Sequence[np.ndarray], values: Sequence[np.ndarray],
             )
         if val.ndim != 1:
             raise InvalidArgumentError(
-                f"Input values should be a vector but received shape {dims_text(val.shape)} "
+                f"Input values should be a vector but received shape {shape_str(val.shape)} "
                 f"at position {i}"
             )
         if ind.shape[0] != val.shape[0]:
@@ -88,12 +88,12 @@ def validate(indices: Sequence[np.ndarray], values: Sequence[np.ndarray],
     for i, shape in enumerate(shapes):
         if shape.ndim != 1:
             raise InvalidArgumentError(
-                f"Input shapes should be a vector but received shape {dims_text(shape.shape)} "
+                f"Input shapes should be a vector but received shape {shape_str(shape.shape)} "
                 f"at position {i}"
             )
         if shape.size != 2:
             raise InvalidArgumentError(
-                f"shape should imply a 2D tensor, but got {dims_text(shape.shape)} at position {i}"
+                f"shape should imply a 2D tensor, but got {shape_str(shape.shape)} at position {i}"
             )
     for i, d in enumerate(dense):
         if internal_string and not is_string(d):
@@ -103,7 +103,7 @@ def validate(indices: Sequence[np.ndarray], values: Sequence[np.ndarray],
             )
         if d.ndim != 2:
             raise InvalidArgumentError(
-                f"Dense inputs should be a matrix but received shape {dims_text(d.shape)} at "
+                f"Dense inputs should be a matrix but received shape {shape_str(d.shape)} at "
                 f"position {i}"
             )
     batch = int(shapes[0][0]) if shapes else (dense[0].shape[0] if dense else 0)

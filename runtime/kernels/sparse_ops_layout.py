@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from runtime.errors import InvalidArgumentError
+from runtime.kernels.array_ops_common import shape_str
 from runtime.kernels.registry import NodeContext, kernel
 from runtime.kernels.sparse_ops_common import (
     create_sparse,
-    dims_text,
     int_list,
     lexsort_rows,
     num_elements,
@@ -59,15 +59,15 @@ def _reshaped_dims(in_dims: list[int], target: list[int]) -> list[int]:
             raise InvalidArgumentError(
                 f"Input to reshape is a SparseTensor with {dense_size} dense values, but the "
                 f"requested shape requires a multiple of {product}. input_shape="
-                f"{dims_text(in_dims)} output_shape={dims_text(out_dims)}"
+                f"{shape_str(in_dims)} output_shape={shape_str(out_dims)}"
             )
         out_dims[unknown] = missing
     out_size = num_elements(out_dims)
     if out_size != dense_size:
         raise InvalidArgumentError(
             f"Input to reshape is a tensor with {dense_size} dense values, but the requested "
-            f"shape has {out_size}. input_shape={dims_text(in_dims)} "
-            f"output_shape={dims_text(out_dims)}"
+            f"shape has {out_size}. input_shape={shape_str(in_dims)} "
+            f"output_shape={shape_str(out_dims)}"
         )
     return out_dims
 
@@ -81,7 +81,7 @@ def sparse_reshape(indices: np.ndarray, shape: np.ndarray, new_shape: np.ndarray
         raise InvalidArgumentError("Input tensor rank must match input shape length.")
     if new_shape.ndim != 1:
         raise InvalidArgumentError(
-            f"Target shape should be a vector but received shape {dims_text(new_shape.shape)}"
+            f"Target shape should be a vector but received shape {shape_str(new_shape.shape)}"
         )
     in_dims, target = int_list(shape), int_list(new_shape)
     # Feature columns reshape to the shape a tensor already has: nothing to check or compute.
@@ -97,7 +97,7 @@ def sparse_reshape(indices: np.ndarray, shape: np.ndarray, new_shape: np.ndarray
         if num_elements(in_dims) <= 0 or product <= 0:
             raise InvalidArgumentError(
                 f"Input tensor has {nnz} non zero elements but input shape "
-                f"({dims_text(in_dims)}) or output shape ({dims_text(out_dims)}) is empty"
+                f"({shape_str(in_dims)}) or output shape ({shape_str(out_dims)}) is empty"
             )
         flat = indices.astype(np.int64, copy=False) @ np.array(stride_list(in_dims), np.int64)
         out_strides = stride_list(out_dims)
@@ -131,7 +131,7 @@ def sparse_slice(node: NodeContext) -> Callable[..., Any]:
         for name, arg in (("start", start), ("size", size)):
             if arg.ndim != 1:
                 raise InvalidArgumentError(
-                    f"Input {name} should be a vector but received shape {dims_text(arg.shape)}"
+                    f"Input {name} should be a vector but received shape {shape_str(arg.shape)}"
                 )
         rank = shape.size
         for name, arg in (("start", start), ("size", size)):
@@ -166,7 +166,7 @@ def sparse_concat(node: NodeContext) -> Callable[..., Any]:
                     what = "a matrix" if ndim == 2 else "a vector"
                     raise InvalidArgumentError(
                         f"Input {kind} should be {what} but received shape "
-                        f"{dims_text(arg.shape)} at position {i}"
+                        f"{shape_str(arg.shape)} at position {i}"
                     )
         first = shapes[0]
         rank = first.size
@@ -206,12 +206,12 @@ def _check_fill_inputs(indices: np.ndarray, values: np.ndarray, dense_shape: np.
                        default: np.ndarray) -> None:
     if dense_shape.ndim != 1:
         raise InvalidArgumentError(
-            f"dense_shape must be a vector, saw: {dims_text(dense_shape.shape)}"
+            f"dense_shape must be a vector, saw: {shape_str(dense_shape.shape)}"
         )
     if indices.ndim != 2:
-        raise InvalidArgumentError(f"indices must be a matrix, saw: {dims_text(indices.shape)}")
+        raise InvalidArgumentError(f"indices must be a matrix, saw: {shape_str(indices.shape)}")
     if values.ndim != 1:
-        raise InvalidArgumentError(f"values must be a vector, saw: {dims_text(values.shape)}")
+        raise InvalidArgumentError(f"values must be a vector, saw: {shape_str(values.shape)}")
     if indices.shape[0] != values.shape[0]:
         raise InvalidArgumentError(
             f"The length of `values` ({values.shape[0]}) must match the first dimension of "
@@ -219,7 +219,7 @@ def _check_fill_inputs(indices: np.ndarray, values: np.ndarray, dense_shape: np.
         )
     if default.ndim != 0:
         raise InvalidArgumentError(
-            f"default_value must be a scalar, saw: {dims_text(default.shape)}"
+            f"default_value must be a scalar, saw: {shape_str(default.shape)}"
         )
     if dense_shape.size == 0:
         raise InvalidArgumentError("Dense shape cannot be empty.")

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from runtime.errors import InternalError, InvalidArgumentError
+from runtime.kernels.array_ops_common import shape_str
 from runtime.kernels.registry import NodeContext, kernel
 from runtime.kernels.sparse_ops_common import (
     create_sparse,
-    dims_text,
     lexsort_rows,
     row_major_strides,
     values_text,
@@ -70,7 +70,7 @@ def sparse_tensor_dense_matmul(node: NodeContext) -> Callable[..., Any]:
                 "Cannot multiply A and B because inner dimension does not match: "
                 f"{inner} vs. {b_inner}.  Did you forget a transpose?  Dimensions of A: "
                 f"[{int(a_shape[0])}, {int(a_shape[1])}).  Dimensions of B: "
-                f"{dims_text(b.shape)}"
+                f"{shape_str(b.shape)}"
             )
         out = np.zeros((rows, cols), b.dtype)
         if out.size == 0 or a_values.size == 0 or b.size == 0:
@@ -104,7 +104,7 @@ def _check_add_inputs(a_indices: np.ndarray, a_values: np.ndarray, a_shape: np.n
     if a_indices.ndim != 2 or b_indices.ndim != 2:
         raise InvalidArgumentError(
             "Input indices should be matrices but received shapes: "
-            f"{dims_text(a_indices.shape)} and {dims_text(b_indices.shape)}"
+            f"{shape_str(a_indices.shape)} and {shape_str(b_indices.shape)}"
         )
     rank = a_indices.shape[1]
     if b_indices.shape[1] != rank:
@@ -114,7 +114,7 @@ def _check_add_inputs(a_indices: np.ndarray, a_values: np.ndarray, a_shape: np.n
     if a_values.ndim != 1 or b_values.ndim != 1:
         raise InvalidArgumentError(
             "Input values should be vectors but received shapes: "
-            f"{dims_text(a_values.shape)} and {dims_text(b_values.shape)}"
+            f"{shape_str(a_values.shape)} and {shape_str(b_values.shape)}"
         )
     if a_values.size != a_indices.shape[0] or b_values.size != b_indices.shape[0]:
         raise InvalidArgumentError(
@@ -124,7 +124,7 @@ def _check_add_inputs(a_indices: np.ndarray, a_values: np.ndarray, a_shape: np.n
     if a_shape.ndim != 1 or b_shape.ndim != 1:
         raise InvalidArgumentError(
             "Input shapes should be a vector but received shapes "
-            f"{dims_text(a_shape.shape)} and {dims_text(b_shape.shape)}"
+            f"{shape_str(a_shape.shape)} and {shape_str(b_shape.shape)}"
         )
     if a_shape.size != rank:
         raise InvalidArgumentError(
@@ -145,7 +145,7 @@ def _check_add_inputs(a_indices: np.ndarray, a_values: np.ndarray, a_shape: np.n
             )
     if thresh.ndim != 0:
         raise InvalidArgumentError(
-            f"The magnitude threshold must be a scalar: got shape {dims_text(thresh.shape)}"
+            f"The magnitude threshold must be a scalar: got shape {shape_str(thresh.shape)}"
         )
 
 
@@ -185,12 +185,12 @@ def sparse_reduce_sum(node: NodeContext) -> Callable[..., Any]:
                    axes: np.ndarray) -> np.ndarray:
         if shape.ndim != 1:
             raise InvalidArgumentError(
-                f"Expected input_shape to be a vector; got shape: {dims_text(shape.shape)}"
+                f"Expected input_shape to be a vector; got shape: {shape_str(shape.shape)}"
             )
         if axes.ndim > 1:
             raise InvalidArgumentError(
                 "Expected reduction_axes to be a scalar or a vector; got shape: "
-                f"{dims_text(axes.shape)}"
+                f"{shape_str(axes.shape)}"
             )
         rank = shape.size
         for axis in axes.reshape(-1).tolist():

@@ -13,6 +13,7 @@ import pytest
 from runtime import dtypes
 from runtime.errors import OpError
 from runtime.kernels.registry import KernelError, instantiate
+from runtime.ops import OP_REGISTRY, load_all_op_definitions
 from tests.runtime.kernels.case import Case
 
 RECORDINGS = Path(__file__).resolve().parents[2] / "fixtures" / "kernels"
@@ -96,16 +97,39 @@ def recorded_message(case: Case, recording: dict[str, np.ndarray]) -> str:
     return match.group(1) if match else recorded
 
 
-def check_rejection(case: Case, recording: dict[str, np.ndarray], num_outputs: int = 1) -> None:
+def declared_outputs(case: Case) -> int:
+    """How many outputs the op's definition gives a node with the case's attrs."""
+    load_all_op_definitions()
+    op_def = OP_REGISTRY.get(case.op)
+    assert op_def is not None, f"{case.op} has no op definition"
+    return op_def.num_outputs({**op_def.attr_defaults, **kernel_attrs(case)})
+
+
+def check_output_count(case: Case, recording: dict[str, np.ndarray]) -> None:
+    """The op's definition gives the node as many outputs as TensorFlow returned."""
+    recorded = [key for key in recording if key.startswith(f"{case.name}/out")]
+    assert declared_outputs(case) == len(recorded)
+
+
+def check_rejection(
+    case: Case,
+    recording: dict[str, np.ndarray],
+    num_outputs: int | None = None,
+    *,
+    exact: bool = False,
+) -> None:
     """Our kernel rejects a case TensorFlow rejected with a status error carrying TensorFlow's
     message and, where the recording has it, TensorFlow's status code.
 
     A case TensorFlow rejected before any kernel ran (an attr outside the op's allowed values)
-    has a message about the op definition; there only the status error is required.
+    has a message about the op definition; there only the status error is required, unless
+    ``exact`` asks for the recorded text whatever its origin. ``num_outputs`` defaults to the
+    op definition's count.
     """
+    outputs = declared_outputs(case) if num_outputs is None else num_outputs
     with pytest.raises(OpError) as info:
-        instantiate(case.op, kernel_attrs(case), num_outputs=num_outputs)(*case.flat_inputs())
-    if not recording[f"{case.name}/error"].item().startswith(b"{{function_node"):
+        instantiate(case.op, kernel_attrs(case), num_outputs=outputs)(*case.flat_inputs())
+    if not exact and not recording[f"{case.name}/error"].item().startswith(b"{{function_node"):
         return
     assert info.value.message == recorded_message(case, recording)
     code = recording.get(f"{case.name}/code")

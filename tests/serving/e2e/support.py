@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import httpx
+import pytest
 
+from tests.serving.rest.server_process import ServerProcess
 from tests.serving.support import FIXTURE_MODELS, HALF_PLUS_TWO
 
 HALF_PLUS_TWO_V = HALF_PLUS_TWO / "00000123"  # y = 0.5x + 2
@@ -66,3 +68,17 @@ def version_states(client: httpx.Client, model: str) -> dict[int, dict[str, obje
 
 def state_is(client: httpx.Client, model: str, version: int, state: str) -> Callable[[], bool]:
     return lambda: version_states(client, model).get(version, {}).get("state") == state
+
+
+def serve_models(
+    tmp_path_factory: pytest.TempPathFactory, models: Mapping[str, Path]
+) -> ServerProcess:
+    """The real daemon serving ``models`` (name -> base path) from a model config file, once
+    every one of them is AVAILABLE."""
+    config = tmp_path_factory.mktemp("config") / "models.config"
+    entries = "".join(
+        f'  config {{ name: "{name}" base_path: "{path}" model_platform: "tensorflow" }}\n'
+        for name, path in models.items()
+    )
+    config.write_text(f"model_config_list {{\n{entries}}}\n")
+    return ServerProcess([f"--model_config_file={config}"], list(models))

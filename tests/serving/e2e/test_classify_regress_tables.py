@@ -26,6 +26,7 @@ from protos.tensorflow_serving.apis import (
     regression_pb2,
 )
 from tests.serving.e2e.example_requests import add_examples, as_json, cases
+from tests.serving.e2e.support import serve_models
 from tests.serving.rest.server_process import ServerProcess
 from tests.serving.support import FIXTURE_MODELS, expected_cases
 
@@ -36,13 +37,7 @@ MODELS = {"vocab": VOCAB, "tf1_vocab": TF1}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    config: Path = tmp_path_factory.mktemp("config") / "models.config"
-    entries = "".join(
-        f'  config {{ name: "{name}" base_path: "{path}" model_platform: "tensorflow" }}\n'
-        for name, path in MODELS.items()
-    )
-    config.write_text(f"model_config_list {{\n{entries}}}\n")
-    process = ServerProcess([f"--model_config_file={config}"], list(MODELS))
+    process = serve_models(tmp_path_factory, MODELS)
     yield process
     process.stop()
 

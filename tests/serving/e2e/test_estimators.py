@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -25,6 +24,7 @@ from protos.tensorflow_serving.apis import (
 )
 from serving.client import grpc_messages
 from tests.serving.e2e.example_requests import add_examples, as_json, cases
+from tests.serving.e2e.support import serve_models
 from tests.serving.rest.server_process import ServerProcess
 from tests.serving.support import FIXTURE_MODELS, expected_cases
 
@@ -46,13 +46,7 @@ REGRESSIONS = (("linear_regressor", "serving_default"), ("linear_classifier", "r
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    config: Path = tmp_path_factory.mktemp("config") / "models.config"
-    entries = "".join(
-        f'  config {{ name: "{name}" base_path: "{path}" model_platform: "tensorflow" }}\n'
-        for name, path in MODELS.items()
-    )
-    config.write_text(f"model_config_list {{\n{entries}}}\n")
-    process = ServerProcess([f"--model_config_file={config}"], list(MODELS))
+    process = serve_models(tmp_path_factory, MODELS)
     yield process
     process.stop()
 
