@@ -25,8 +25,9 @@ $(TF_VENV)/.installed: fixtures/requirements.txt
 serve: $(VENV)/.installed
 	$(VENV)/bin/graphserve --port=8500 --rest_api_port=8501 --model_config_file=config/models.config
 
-# The suite compares against TensorFlow in its own environment, so it builds both.
-test: $(VENV)/.installed $(TF_VENV)/.installed
+# Lint and type checks first (as `make lint`); the suite compares against TensorFlow in its own
+# environment, so it builds both.
+test: lint $(TF_VENV)/.installed
 	$(PY) -m pytest
 
 protos: $(VENV)/.installed
@@ -72,5 +73,8 @@ bench-serving: $(VENV)/.installed $(TF_VENV)/.installed
 	command -v wrk >/dev/null && command -v h2load >/dev/null || apt-get install -y wrk nghttp2-client
 	$(PY) bench/serving_bench.py
 
+# ruff over the whole tree; mypy --strict over runtime/ and serving/ (both configured in
+# pyproject.toml).
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check runtime serving tests bench fixtures
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy

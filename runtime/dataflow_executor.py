@@ -20,11 +20,13 @@ Which frame each node runs in is fixed by the graph (found once, breadth first f
 as TensorFlow does); per-iteration state (input slots, pending and dead counts) is allocated
 when an iteration starts and dropped when it is done. Kernels are the same factories the static
 plan uses, built once per node.
+
+A run with a ``Cancellation`` (given, or the thread's current one when the program is a function
+body) reads its ``error`` before each node it takes off the ready queue.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,11 +35,14 @@ from typing import Any
 import numpy as np
 
 from runtime import errors
+from runtime.cancellation import Cancellation, current
 from runtime.errors import InvalidArgumentError, OpError
+from runtime.function_plans import FunctionCompiler
 from runtime.graph import Graph, Node, TensorRef
 from runtime.kernels import KERNELS, NodeContext, load_all_kernels
 from runtime.kernels.dataflow_ops import DEAD
 from runtime.kernels.registry import CPU
+from runtime.ops.dataflow_ops import ENTER_OPS, EXIT_OPS, MERGE_OPS, NEXT_ITERATION_OPS
 from runtime.plan import Plan, build_kernel, feed_check
 
 # How the executor treats a node.
@@ -49,21 +54,13 @@ _ENTER = 4
 _EXIT = 5
 _NEXT = 6
 
-_FORWARD_OPS = frozenset(
-    {"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient",
-     "PlaceholderWithDefault", "RefIdentity"}
-)
 _KINDS = {
     "NoOp": _NOTHING,
     "ControlTrigger": _NOTHING,
-    "Merge": _MERGE,
-    "RefMerge": _MERGE,
-    "Enter": _ENTER,
-    "RefEnter": _ENTER,
-    "Exit": _EXIT,
-    "RefExit": _EXIT,
-    "NextIteration": _NEXT,
-    "RefNextIteration": _NEXT,
+    **dict.fromkeys(MERGE_OPS, _MERGE),
+    **dict.fromkeys(ENTER_OPS, _ENTER),
+    **dict.fromkeys(EXIT_OPS, _EXIT),
+    **dict.fromkeys(NEXT_ITERATION_OPS, _NEXT),
 }
 
 # What kind of consumer an edge leads to.
@@ -73,8 +70,6 @@ _TO_TRIGGER = 2  # a ControlTrigger runs (live) whatever its inputs' deadness
 
 _ROOT = ""
 _BLANKS = [(None,) * n for n in range(64)]
-
-_executor_counter = itertools.count()
 
 
 @dataclass
@@ -126,7 +121,8 @@ class _Frame:
 
 
 class DataflowProgram:
-    """A pruned graph with TF1 control flow, compiled once: ``run(*feeds) -> fetched list``."""
+    """A pruned graph with TF1 control flow, compiled once: ``run(*feeds) -> fetched list``.
+    Kernels that run library functions get them from ``function_compiler``."""
 
     def __init__(
         self,
@@ -134,6 +130,7 @@ class DataflowProgram:
         feeds: Sequence[TensorRef],
         fetches: Sequence[TensorRef],
         names: set[str],
+        function_compiler: FunctionCompiler,
         resources: Any = None,
         device: str = CPU,
     ) -> None:
@@ -163,7 +160,7 @@ class DataflowProgram:
         in_start: list[int] = []
         for i, node in enumerate(self.nodes):
             static = statics[frame_of[i]]
-            kind = _KINDS.get(node.op, _FORWARD if node.op in _FORWARD_OPS else _KERNEL)
+            kind = _KINDS.get(node.op, _FORWARD if graph.forwards_input(node) else _KERNEL)
             kinds.append(kind)
             local.append(static.size)
             static.size += 1
@@ -223,8 +220,9 @@ class DataflowProgram:
         ]
         self._fetches = list(fetches)
         self._fns, self._keep, self._num_outputs = self._build_kernels(
-            graph, fed, resources, device
+            graph, fed, function_compiler, resources, device
         )
+        self.runs_functions = function_compiler.compiled_any
 
     # ----- compile time -------------------------------------------------------------------
 
@@ -262,9 +260,9 @@ class DataflowProgram:
             i = queue.popleft()
             node = self.nodes[i]
             out_enter: int | None
-            if node.op in ("Enter", "RefEnter"):
+            if node.op in ENTER_OPS:
                 out_frame, out_enter = node.attrs["frame_name"], i
-            elif node.op in ("Exit", "RefExit"):
+            elif node.op in EXIT_OPS:
                 enter = enter_of[i]
                 if enter is None:
                     raise InvalidArgumentError(
@@ -290,12 +288,12 @@ class DataflowProgram:
                 f"Nodes {unreached[:5]} can never run: they are on a cycle that no Enter leads into"
             )
         self._enter_of = enter_of
-        return frame  # type: ignore[return-value]
+        return [name for name in frame if name is not None]  # every node has one by now
 
     def _static_frames(self, frame_of: list[str]) -> dict[str, _StaticFrame]:
         statics: dict[str, _StaticFrame] = {_ROOT: _StaticFrame(_ROOT)}
         for i, node in enumerate(self.nodes):
-            if node.op not in ("Enter", "RefEnter"):
+            if node.op not in ENTER_OPS:
                 continue
             name = node.attrs["frame_name"]
             static = statics.get(name)
@@ -323,10 +321,10 @@ class DataflowProgram:
                 continue
             i = self._index[ref.node]
             node = self.nodes[i]
-            if node.op in ("Exit", "RefExit"):
+            if node.op in EXIT_OPS:
                 enter = self._enter_of[i]
                 out_frame = self._frame_of[enter] if enter is not None else None
-            elif node.op in ("Enter", "RefEnter"):
+            elif node.op in ENTER_OPS:
                 out_frame = node.attrs["frame_name"]
             else:
                 out_frame = self._frame_of[i]
@@ -339,11 +337,13 @@ class DataflowProgram:
         return [tuple(t) if t else None for t in targets]
 
     def _build_kernels(
-        self, graph: Graph, fed: set[TensorRef], resources: Any, device: str
+        self,
+        graph: Graph,
+        fed: set[TensorRef],
+        function_compiler: FunctionCompiler,
+        resources: Any,
+        device: str,
     ) -> tuple[list[Any], list[tuple[int, ...] | None], list[int]]:
-        from runtime.function_plans import FunctionCompiler  # functional ops in the graph
-
-        compiler = FunctionCompiler(graph, resources, device)
         fns: list[Any] = []
         keep: list[tuple[int, ...] | None] = []
         num_outputs: list[int] = []
@@ -376,7 +376,7 @@ class DataflowProgram:
                 node.name, node.op, node.attrs, outputs, device, resources,
                 constant_inputs=constants,
                 functions=graph.functions,
-                function_compiler=compiler,
+                function_compiler=function_compiler,
             )
             fns.append(build_kernel(factory, ctx))
             baked = set(ctx.baked_inputs)
@@ -388,7 +388,11 @@ class DataflowProgram:
     # ----- run time -----------------------------------------------------------------------
 
     def run(self, *feeds: Any) -> list[Any]:
-        return _Run(self).execute(feeds)
+        # As a function body, the program belongs to the run in progress on this thread.
+        return _Run(self, current()).execute(feeds)
+
+    def run_cancellable(self, cancellation: Cancellation, *feeds: Any) -> list[Any]:
+        return _Run(self, cancellation).execute(feeds)
 
     def describe(self) -> str:
         frames = [name for name in self._statics if name != _ROOT]
@@ -401,8 +405,9 @@ class DataflowProgram:
 class _Run:
     """The state of one call: frames, iterations and the ready queue."""
 
-    def __init__(self, program: DataflowProgram) -> None:
+    def __init__(self, program: DataflowProgram, cancellation: Cancellation | None) -> None:
         self.p = program
+        self.cancellation = cancellation
         self.ready: list[tuple[int, _Frame, _Iteration, bool]] = []
         self.root = _Frame(program._statics[_ROOT], None, None)
         self.results: list[Any] = [None] * program._num_fetches
@@ -427,7 +432,10 @@ class _Run:
         activate = self._activate
         activate_edges = self._activate_edges
         data_out, control_out = p._data_out, p._control_out
+        cancellation = self.cancellation
         while ready:
+            if cancellation is not None and cancellation.error is not None:
+                cancellation.check()
             i, frame, it, dead = ready.pop()
             kind = kinds[i]
             outputs: Any = None
@@ -467,7 +475,10 @@ class _Run:
                     if it.num == frame.count:
                         frame.dead_exits.append(i)
                 else:
-                    activate(i, False, frame.parent, frame.parent_iter, outputs)  # type: ignore
+                    parent, parent_iter = frame.parent, frame.parent_iter
+                    if parent is None or parent_iter is None:  # _assign_frames refuses this
+                        raise errors.InternalError(f"Exit node '{p.nodes[i].name}' is outside a loop")
+                    activate(i, False, parent, parent_iter, outputs)
             elif not dead:  # NextIteration; a dead one ends its loop's deadness here
                 self._next_iteration(i, frame, it, outputs)
             it.ops -= 1
@@ -662,8 +673,14 @@ class DataflowPlan(Plan):
 
     def __init__(self, program: DataflowProgram, feeds: Sequence[TensorRef], graph: Graph) -> None:
         checks = tuple(feed_check(graph, ref) for ref in feeds)
-        filename = f"<dataflow-{next(_executor_counter)}>"
-        super().__init__(program.run, filename, {}, checks, program.describe())
+        super().__init__(
+            program.run,
+            program.run_cancellable,
+            {},  # no generated code: the executor names the node a failure came from
+            checks,
+            program.describe(),
+            program.runs_functions,
+        )
         self.program = program
 
     def _annotate(self, err: Exception, tb: Any) -> OpError:
@@ -679,12 +696,13 @@ def compile_dataflow_plan(
     graph: Graph,
     feeds: Sequence[TensorRef],
     fetches: Sequence[TensorRef],
-    names: set[str],
+    needed: set[str],
+    function_compiler: FunctionCompiler,
     resources: Any = None,
     device: str = CPU,
 ) -> DataflowPlan:
-    """The plan for a pruned graph (``names``) that holds TF1 control flow."""
-    program = DataflowProgram(graph, feeds, fetches, names, resources, device)
+    """The plan for a pruned graph (``needed``) that holds TF1 control flow."""
+    program = DataflowProgram(graph, feeds, fetches, needed, function_compiler, resources, device)
     return DataflowPlan(program, feeds, graph)
 
 

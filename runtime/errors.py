@@ -110,3 +110,17 @@ class DataLossError(OpError):
 
 class UnauthenticatedError(OpError):
     code = Code.UNAUTHENTICATED
+
+
+def from_memory_error(err: MemoryError, what: str = "") -> ResourceExhaustedError:
+    """RESOURCE_EXHAUSTED for a ``MemoryError``, so a failed allocation is the client's
+    over-sized request rather than a crash.
+
+    ``what`` names the allocation in TensorFlow's OOM wording, e.g. ``"tensor with shape[2,3]
+    and type float"`` gives ``OOM when allocating tensor with shape[2,3] and type float``;
+    without it the message carries whatever the allocator said.
+    """
+    if what:
+        return ResourceExhaustedError(f"OOM when allocating {what}")
+    detail = str(err)
+    return ResourceExhaustedError(f"OOM when allocating memory: {detail}" if detail else "OOM")

@@ -3,10 +3,11 @@
 A FunctionDef is instantiated into a graph of its own: one Placeholder per argument, the body
 inlined under the function's name (nested calls too, by ``runtime.functions``), and an
 ``IdentityN`` named after the function whose inputs are the function's results and whose control
-inputs are its control outputs (a ``NoOp`` when it has no results). That graph compiles with
-``compile_plan`` like any other, over the same resources, so variable reads inside a body see the
-session's variables. Callers get the generated function itself, without feed conversion or checks:
-a loop runs it once per iteration.
+inputs are its control outputs (a ``NoOp`` when it has no results). That graph compiles like any
+other (``runtime.compiler``, which hands each plan a ``FunctionCompiler`` over its own graph's
+library), over the same resources, so variable reads inside a body see the session's variables.
+Callers get the generated function itself, without feed conversion or checks: a loop runs it once
+per iteration.
 
 The serving optimizer may replace a library entry with a ``FunctionBody``: such a graph, already
 specialised for one call site and optimized (``runtime.optimize.function_bodies``).
@@ -15,9 +16,9 @@ specialised for one call site and optimized (``runtime.optimize.function_bodies`
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from runtime.attrs import FuncAttr
 from runtime.dtypes import DataType
@@ -89,13 +90,28 @@ def instantiate(library: Graph, func: FuncAttr | str) -> FunctionBody:
     )
 
 
+class FunctionPlan(Protocol):
+    """What a function's compiled plan offers its callers (``runtime.plan.Plan`` does)."""
+
+    @property
+    def raw(self) -> Callable[..., list[Any]]: ...
+
+    def annotate(self, err: Exception) -> OpError | None: ...
+
+
+# How a graph is compiled to a plan: (graph, feeds, fetches, targets, resources, device).
+PlanCompiler = Callable[
+    [Graph, Sequence[TensorRef], Sequence[TensorRef], Sequence[str], Any, str], FunctionPlan
+]
+
+
 @dataclass(frozen=True)
 class CompiledFunction:
     """A function's plan: ``fn(*args)`` returns the list of its results."""
 
     name: str
     fn: Callable[..., list[Any]]
-    plan: Any  # runtime.plan.Plan
+    plan: FunctionPlan
     input_types: tuple[DataType | None, ...]
     output_types: tuple[DataType | None, ...]
 
@@ -110,17 +126,24 @@ _compiling = threading.local()
 
 
 class FunctionCompiler:
-    """Compiles the functions of one graph's library, each (name, attrs) once."""
+    """Compiles the functions of one graph's library, each (name, attrs) once, with
+    ``compile_plan`` (the compiler of the plan whose kernels run these functions)."""
 
-    def __init__(self, library: Graph, resources: Any, device: str) -> None:
+    def __init__(
+        self, library: Graph, resources: Any, device: str, compile_plan: PlanCompiler
+    ) -> None:
         self.library = library
         self.resources = resources
         self.device = device
+        self._compile_plan = compile_plan
         self._compiled: dict[tuple[str, Any], CompiledFunction] = {}
 
-    def __call__(self, func: FuncAttr | str) -> CompiledFunction:
-        from runtime.plan import compile_plan  # the plan compiler is our caller
+    @property
+    def compiled_any(self) -> bool:
+        """Whether a kernel of the plan being compiled runs library functions."""
+        return bool(self._compiled)
 
+    def __call__(self, func: FuncAttr | str) -> CompiledFunction:
         name, attrs = split_func(func)
         key = (name, _attrs_key(attrs))
         done = self._compiled.get(key)
@@ -136,7 +159,7 @@ class FunctionCompiler:
         active.add(id(entry))
         try:
             body = instantiate(self.library, func)
-            plan = compile_plan(
+            plan = self._compile_plan(
                 body.graph, body.inputs, body.outputs, body.targets, self.resources, self.device
             )
         finally:

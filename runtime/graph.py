@@ -45,7 +45,7 @@ class Node:
     device: str = ""
 
     def copy(self, **changes: Any) -> Node:
-        fields = {
+        fields: dict[str, Any] = {
             "name": self.name,
             "op": self.op,
             "inputs": list(self.inputs),
@@ -125,6 +125,21 @@ class Graph:
 
     def op_def(self, op: str) -> OpDef | None:
         return op_def_for(op, self.model_op_defs)
+
+    def forwards_input(self, node: Node) -> bool:
+        """Whether the node's output i is its input i (``OpDef.forwards_input``)."""
+        op_def = self.op_def(node.op)
+        return op_def is not None and op_def.forwards_input
+
+    def is_identity(self, node: Node) -> bool:
+        """Whether the node forwards its input and is nothing more (``OpDef.is_identity``)."""
+        op_def = self.op_def(node.op)
+        return op_def is not None and op_def.is_identity
+
+    def is_placeholder(self, node: Node) -> bool:
+        """Whether the node stands for a value the caller feeds (``OpDef.placeholder``)."""
+        op_def = self.op_def(node.op)
+        return op_def is not None and op_def.placeholder
 
     def num_outputs(self, node: Node) -> int:
         """Output count of a node, from its op definition or its callee's signature."""

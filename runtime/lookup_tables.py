@@ -139,12 +139,15 @@ class LookupTable:
             )
         return self._find(keys, self._check_values(default, "Value"), full_shape)
 
-    def _find(self, keys: np.ndarray, default: np.ndarray, full_shape: tuple[int, ...]) -> Any:
+    def _find(
+        self, keys: np.ndarray, default: np.ndarray, full_shape: tuple[int, ...]
+    ) -> np.ndarray:
         compiled = self._compiled
         if compiled is None:
             compiled = self._compile()
         flat = keys.reshape(-1)
         rows = compiled.rows(flat)
+        out: np.ndarray
         if compiled.size:
             out = compiled.values[rows]
         else:

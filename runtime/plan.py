@@ -1,8 +1,7 @@
-"""Execution plans: a pruned, ordered subgraph compiled to straight-line Python.
+"""Static execution plans: a pruned, acyclic subgraph compiled to straight-line Python.
 
-``compile_plan`` walks back from the fetches and targets (stopping at fed tensors), orders the
-needed nodes topologically, builds each node's kernel once, and generates one Python function whose
-body is a sequence of kernel calls over local variables::
+``compile_static_plan`` orders the needed nodes topologically, builds each node's kernel once,
+and generates one Python function whose body is a sequence of kernel calls over local variables::
 
     def _plan(f0):
         t0 = k1(f0, c0)
@@ -10,10 +9,15 @@ body is a sequence of kernel calls over local variables::
         return [t1]
 
 Kernels and constants are closure cells (no dict lookups per op); a tensor is released after its
-last use. Identity-like nodes are aliases (no call), constants nothing reads produce no code, and a
-kernel factory may bake constant inputs into its function (``NodeContext.constant_input``), which
-the plan then does not pass. When a kernel fails, the traceback's line number in the generated code
-names the node.
+last use. Nodes whose op forwards its input (``OpDef.forwards_input``) are aliases (no call),
+constants nothing reads produce no code, and a kernel factory may bake constant inputs into its
+function (``NodeContext.constant_input``), which the plan then does not pass. When a kernel fails,
+the traceback's line number in the generated code names the node.
+
+A second function, generated from the same statements, takes the run's ``Cancellation`` first and
+reads its ``error`` before each kernel call; a run given no cancellation calls the first, which
+checks nothing. Which kind of plan a call gets (this one, or the dataflow executor for TF1 loops) is
+decided by ``runtime.compiler``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import itertools
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -29,81 +33,15 @@ from typing import Any
 import numpy as np
 
 from runtime import dtypes, errors
+from runtime.cancellation import Cancellation, running
 from runtime.errors import InvalidArgumentError, OpError
+from runtime.function_plans import FunctionCompiler
 from runtime.graph import Graph, Node, TensorRef
+from runtime.graph_queries import topological_order
 from runtime.kernels import KERNELS, NodeContext, load_all_kernels
 from runtime.kernels.registry import CPU, KernelError
-from runtime.ops.dataflow_ops import DATAFLOW_OPS
-
-# Ops whose work is done by the plan itself.
-_NO_CODE_OPS = frozenset({"NoOp"})
-# Ops whose output port i is their input i: the plan reads the input instead (tensors are never
-# modified in place, so forwarding is what their kernels do too).
-_ALIAS_OPS = frozenset(
-    {"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient", "PlaceholderWithDefault"}
-)
 
 _plan_counter = itertools.count()
-
-_LOOP_MERGES = frozenset({"Merge", "RefMerge"})
-_NEXT_ITERATIONS = frozenset({"NextIteration", "RefNextIteration"})
-
-
-def needed_nodes(
-    graph: Graph, fetches: Sequence[TensorRef], targets: Sequence[str], fed: set[TensorRef]
-) -> set[str]:
-    """Names of the nodes that must run to produce ``fetches`` and run ``targets``."""
-    # A fed placeholder has nothing left to run: a control edge on it is already satisfied.
-    fed_placeholders = {
-        ref.node
-        for ref in fed
-        if ref.port == 0 and graph.node(ref.node).op in ("Placeholder", "PlaceholderWithDefault")
-    }
-    needed: set[str] = set()
-    stack = [ref.node for ref in fetches if ref not in fed] + list(targets)
-    while stack:
-        name = stack.pop()
-        if name in needed:
-            continue
-        node = graph.node(name)
-        needed.add(name)
-        stack.extend(ref.node for ref in node.inputs if ref not in fed)
-        stack.extend(c for c in node.control_inputs if c not in fed_placeholders)
-    return needed
-
-
-def topological_order(graph: Graph, names: set[str], fed: set[TensorRef]) -> list[Node]:
-    """Kahn's algorithm over ``names``, stable in graph order; a cycle is an error."""
-    deps: dict[str, set[str]] = {}
-    users: dict[str, list[str]] = {name: [] for name in names}
-    for name in names:
-        node = graph.nodes[name]
-        producers = {ref.node for ref in node.inputs if ref not in fed} | set(node.control_inputs)
-        producers &= names
-        if node.op in _LOOP_MERGES:
-            # A TF1 loop's back edge (NextIteration -> Merge) orders nothing: the Merge comes first.
-            producers = {p for p in producers if graph.nodes[p].op not in _NEXT_ITERATIONS}
-        deps[name] = producers
-        for producer in producers:
-            users[producer].append(name)
-    position = {name: i for i, name in enumerate(graph.nodes)}
-    ready = sorted((n for n, d in deps.items() if not d), key=position.__getitem__, reverse=True)
-    order: list[Node] = []
-    while ready:
-        name = ready.pop()
-        order.append(graph.nodes[name])
-        newly = []
-        for user in users[name]:
-            deps[user].discard(name)
-            if not deps[user]:
-                newly.append(user)
-        ready.extend(sorted(newly, key=position.__getitem__, reverse=True))
-    if len(order) != len(names):
-        stuck = sorted(n for n, d in deps.items() if d)[:5]
-        raise InvalidArgumentError(
-            f"Graph has a cycle through nodes {stuck}; loops need control-flow support"
-        )
-    return order
 
 
 @dataclass(frozen=True)
@@ -114,17 +52,20 @@ class FeedCheck:
     dtype: np.dtype | None
     shape: tuple[int, ...] | None
 
-    def convert(self, index: int, value: Any, check_shape: bool = True) -> np.ndarray:
-        if not isinstance(value, np.ndarray):
-            value = np.asarray(value, dtype=self.dtype)
-        elif self.dtype is not None and value.dtype != self.dtype:
-            if value.dtype.kind in "SU" and self.dtype == object:
-                value = value.astype(object)
+    def convert(self, index: int, fed: Any, check_shape: bool = True) -> np.ndarray:
+        value: np.ndarray
+        if not isinstance(fed, np.ndarray):
+            value = np.asarray(fed, dtype=self.dtype)
+        elif self.dtype is not None and fed.dtype != self.dtype:
+            if fed.dtype.kind in "SU" and self.dtype == object:
+                value = fed.astype(object)
             else:
                 raise InvalidArgumentError(
                     f"Expects arg[{index}] to be {_dtype_name(self.dtype)} but "
-                    f"{_dtype_name(value.dtype)} is provided (feeding '{self.ref}')"
+                    f"{_dtype_name(fed.dtype)} is provided (feeding '{self.ref}')"
                 )
+        else:
+            value = fed
         shape = self.shape
         if (
             check_shape
@@ -179,7 +120,7 @@ def _feed_predicates(
 
 def feed_check(graph: Graph, ref: TensorRef) -> FeedCheck:
     node = graph.node(ref.node)
-    if node.op in ("Placeholder", "PlaceholderWithDefault") and ref.port == 0:
+    if graph.is_placeholder(node) and ref.port == 0:
         dtype = node.attrs.get("dtype")
         shape = node.attrs.get("shape")
         return FeedCheck(ref, dtypes.to_numpy(dtype) if dtype is not None else None, shape)
@@ -187,32 +128,51 @@ def feed_check(graph: Graph, ref: TensorRef) -> FeedCheck:
 
 
 class Plan:
-    """A compiled call: ``plan(*feed_values) -> list of fetched arrays``. Thread-safe."""
+    """A compiled call: ``plan(*feed_values) -> list of fetched arrays``. Thread-safe.
+
+    ``fn(*feeds)`` runs the call; ``cancellable_fn(cancellation, *feeds)`` runs it reading
+    ``cancellation.error`` between kernels. ``code_lines`` maps the file name of generated code
+    to the node each of its lines runs, to name the node a failure came from. A plan whose
+    kernels run library functions (``runs_functions``) makes the run's cancellation the thread's
+    current one while it runs, for the loops inside those functions.
+    """
 
     def __init__(
         self,
         fn: Callable[..., list[Any]],
-        filename: str,
-        line_nodes: dict[int, Node],
+        cancellable_fn: Callable[..., list[Any]],
+        code_lines: Mapping[str, Mapping[int, Node]],
         feed_checks: tuple[FeedCheck, ...],
         source: str,
+        runs_functions: bool = False,
     ) -> None:
         self._fn = fn
-        self._filename = filename
-        self._line_nodes = line_nodes
+        self._cancellable_fn = cancellable_fn
+        self._code_lines = dict(code_lines)
         self.feed_checks = feed_checks
         self.source = source
+        self.runs_functions = runs_functions
         self._ready, self._ready_any_shape = _feed_predicates(feed_checks)
 
     def __call__(self, *feeds: Any) -> list[Any]:
         return self.run(feeds)
 
-    def run(self, feeds: Sequence[Any], check_shapes: bool = True) -> list[Any]:
-        """Convert and check the feeds (dtype always; shape unless told not to), then run."""
+    def run(
+        self,
+        feeds: Sequence[Any],
+        check_shapes: bool = True,
+        cancellation: Cancellation | None = None,
+    ) -> list[Any]:
+        """Convert and check the feeds (dtype always; shape unless told not to), then run.
+
+        With a ``cancellation``, the run stops before the next kernel once it is cancelled and
+        raises the cancellation's error."""
         # Fast path: every feed already an ndarray of the placeholder's dtype (and shape).
         if len(feeds) == len(self.feed_checks) and (
             self._ready(*feeds) if check_shapes else self._ready_any_shape(*feeds)
         ):
+            if cancellation is not None:
+                return self._run_cancellable(cancellation, feeds)
             try:
                 with np.errstate(all="ignore"):
                     return self._fn(*feeds)
@@ -226,6 +186,8 @@ class Plan:
             check.convert(i, v, check_shapes)
             for i, (check, v) in enumerate(zip(self.feed_checks, feeds))
         ]
+        if cancellation is not None:
+            return self._run_cancellable(cancellation, values)
         return self.run_unchecked(*values)
 
     def run_unchecked(self, *feeds: Any) -> list[Any]:
@@ -235,6 +197,25 @@ class Plan:
             with np.errstate(all="ignore"):
                 return self._fn(*feeds)
         except Exception as err:
+            raise self._annotate(err, sys.exc_info()[2]) from err
+
+    def run_checked_cancellable(
+        self, cancellation: Cancellation, feeds: Sequence[Any]
+    ) -> list[Any]:
+        """``run_unchecked`` that stops once ``cancellation`` is cancelled."""
+        return self._run_cancellable(cancellation, feeds)
+
+    def _run_cancellable(self, cancellation: Cancellation, feeds: Sequence[Any]) -> list[Any]:
+        try:
+            with np.errstate(all="ignore"):
+                if not self.runs_functions:
+                    return self._cancellable_fn(cancellation, *feeds)
+                with running(cancellation):
+                    return self._cancellable_fn(cancellation, *feeds)
+        except Exception as err:
+            # A cancelled run raises its cancellation's error as it is, not as whatever a
+            # kernel that saw it (a loop) or this plan would make of it.
+            cancellation.check()
             raise self._annotate(err, sys.exc_info()[2]) from err
 
     @property
@@ -248,7 +229,7 @@ class Plan:
         not raised by this plan's code."""
         tb = err.__traceback__
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename == self._filename:
+            if tb.tb_frame.f_code.co_filename in self._code_lines:
                 return self._annotate(err, err.__traceback__)
             tb = tb.tb_next
         return None
@@ -256,8 +237,9 @@ class Plan:
     def _annotate(self, err: Exception, tb: TracebackType | None) -> OpError:
         node = None
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename == self._filename:
-                node = self._line_nodes.get(tb.tb_lineno)
+            lines = self._code_lines.get(tb.tb_frame.f_code.co_filename)
+            if lines is not None:
+                node = lines.get(tb.tb_lineno)
             tb = tb.tb_next
         where = f"\n\t [[{{{{node {node.name}}}}} = {node.op}]]" if node is not None else ""
         if isinstance(err, OpError):
@@ -294,39 +276,26 @@ def build_kernel(factory: Callable[[NodeContext], Any], ctx: NodeContext) -> Any
         ) from err
 
 
-def compile_plan(
+def compile_static_plan(
     graph: Graph,
     feeds: Sequence[TensorRef],
     fetches: Sequence[TensorRef],
-    targets: Sequence[str] = (),
+    needed: set[str],
+    function_compiler: FunctionCompiler,
     resources: Any = None,
     device: str = CPU,
 ) -> Plan:
+    """The plan running the acyclic subgraph ``needed`` (see ``runtime.graph_queries``); kernels
+    that run library functions get them from ``function_compiler``."""
     load_all_kernels()
-    from runtime.function_plans import FunctionCompiler  # it compiles function bodies with us
-
-    function_compiler = FunctionCompiler(graph, resources, device)
     fed = set(feeds)
-    for ref in list(feeds) + list(fetches):
-        node = graph.node(ref.node)
-        if ref.port >= graph.num_outputs(node):
-            raise InvalidArgumentError(
-                f"Tensor '{ref}' does not exist: node '{node.name}' ({node.op}) has "
-                f"{graph.num_outputs(node)} outputs"
-            )
-    needed = needed_nodes(graph, fetches, targets, fed)
-    if any(graph.nodes[name].op in DATAFLOW_OPS for name in needed):
-        # TF1 control flow (deadness, loop frames) needs the dynamic executor.
-        from runtime.dataflow_executor import compile_dataflow_plan
-
-        return compile_dataflow_plan(graph, feeds, fetches, needed, resources, device)
     order = topological_order(graph, needed, fed)
 
     # Identity-like outputs resolve to the tensor they forward (following chains).
     alias: dict[TensorRef, TensorRef] = {}
     forwarders: set[str] = set()  # nodes that are nothing but aliases: no code
     for node in order:
-        if node.op in _ALIAS_OPS and len(node.inputs) == graph.num_outputs(node):
+        if graph.forwards_input(node) and len(node.inputs) == graph.num_outputs(node):
             forwarders.add(node.name)
             for port, ref in enumerate(node.inputs):
                 out = TensorRef(node.name, port)
@@ -353,7 +322,7 @@ def compile_plan(
         used_ports.setdefault(ref.node, set()).add(ref.port)
 
     for index, node in enumerate(order):
-        if node.op in _NO_CODE_OPS or node.name in forwarders:
+        if node.op == "NoOp" or node.name in forwarders:  # a NoOp's work is its place in order
             continue
         ports = sorted(used_ports.get(node.name, ()))
         if node.op == "Const" and not node.inputs:
@@ -414,15 +383,41 @@ def compile_plan(
             statement += "; del " + ", ".join(dead)
         lines.append((statement, node))
 
-    params = ", ".join(symbols[ref] for ref in feeds)
+    params = [symbols[ref] for ref in feeds]
     results = ", ".join(symbols[resolve(ref)] for ref in fetches)
-    filename = f"<plan-{next(_plan_counter)}>"
     # Constants that every reader baked in are not needed by the generated code at all.
     referenced = set(re.findall(r"\b[ck]\d+\b", " ".join(st for st, _ in lines) + results))
     cell_names = [name for name in cells if name in referenced]
-    source_lines = [f"def _make({', '.join(cell_names)}):", f"    def _plan({params}):"]
+    cell_values = [cells[name] for name in cell_names]
+    number = next(_plan_counter)
+    fn, source, line_nodes = _generate(
+        f"<plan-{number}>", cell_names, cell_values, params, lines, results, cancellable=False
+    )
+    cancellable_fn, _, cancellable_lines = _generate(
+        f"<plan-{number}-cancellable>", cell_names, cell_values, ["cancellation", *params],
+        lines, results, cancellable=True,
+    )
+    checks = tuple(feed_check(graph, ref) for ref in feeds)
+    code_lines = {f"<plan-{number}>": line_nodes, f"<plan-{number}-cancellable>": cancellable_lines}
+    return Plan(fn, cancellable_fn, code_lines, checks, source, function_compiler.compiled_any)
+
+
+def _generate(
+    filename: str,
+    cell_names: Sequence[str],
+    cell_values: Sequence[Any],
+    params: Sequence[str],
+    lines: Sequence[tuple[str, Node | None]],
+    results: str,
+    cancellable: bool,
+) -> tuple[Callable[..., list[Any]], str, dict[int, Node]]:
+    """The plan function for ``lines``, its source, and the node each source line runs. The
+    cancellable one reads ``cancellation.error`` before each kernel call."""
+    source_lines = [f"def _make({', '.join(cell_names)}):", f"    def _plan({', '.join(params)}):"]
     line_nodes: dict[int, Node] = {}
     for statement, line_node in lines:
+        if cancellable:
+            source_lines.append("        if cancellation.error is not None: cancellation.check()")
         source_lines.append(f"        {statement}")
         if line_node is not None:
             line_nodes[len(source_lines)] = line_node
@@ -430,6 +425,5 @@ def compile_plan(
     source = "\n".join(source_lines) + "\n"
     namespace: dict[str, Any] = {}
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated code
-    fn = namespace["_make"](*(cells[name] for name in cell_names))
-    checks = tuple(feed_check(graph, ref) for ref in feeds)
-    return Plan(fn, filename, line_nodes, checks, source)
+    fn: Callable[..., list[Any]] = namespace["_make"](*cell_values)
+    return fn, source, line_nodes

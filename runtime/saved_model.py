@@ -21,6 +21,7 @@ import numpy as np
 from google.protobuf import message, text_format
 
 from protos.tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
+from runtime.cancellation import Cancellation
 from runtime.dtypes import DataType
 from runtime.errors import (
     DataLossError,
@@ -30,8 +31,9 @@ from runtime.errors import (
 )
 from runtime.functions import inline_functions, referenced_functions
 from runtime.graph import Graph, TensorRef, graph_from_graph_def, model_op_defs_from
+from runtime.graph_queries import reachable_graph
 from runtime.kernels import KERNELS, load_all_kernels
-from runtime.plan import Plan, needed_nodes
+from runtime.plan import Plan
 from runtime.ref_variables import dereference_refs, read_fetched_refs
 from runtime.session import Session
 
@@ -145,12 +147,6 @@ def _asset_feeds(meta_graph: Any, export_dir: Path) -> dict[str, np.ndarray]:
     return feeds
 
 
-def reachable_graph(graph: Graph, roots: Iterable[str]) -> Graph:
-    """The nodes ``roots`` depend on, through data and control edges, in graph order."""
-    keep = needed_nodes(graph, [], [r for r in roots if r in graph], set())
-    return graph.with_nodes(n for n in graph if n.name in keep)
-
-
 def missing_ops(graph: Graph) -> dict[str, list[str]]:
     """Op type -> node names, for every op in the graph (or a function it uses) with no kernel."""
     load_all_kernels()
@@ -212,15 +208,23 @@ class LoadedModel:
         signature_key: str,
         inputs: Mapping[str, Any],
         output_aliases: Sequence[str] | None = None,
+        cancellation: Cancellation | None = None,
+        checked: bool = False,
     ) -> dict[str, np.ndarray]:
-        """Run a signature on inputs by alias; returns outputs by alias (all, or those asked)."""
+        """Run a signature on inputs by alias; returns outputs by alias (all, or those asked).
+        A cancelled ``cancellation`` stops the run between kernels (and between loop
+        iterations) with its error. ``checked``: the caller vouches that the inputs are
+        exactly the signature's aliases, as arrays of its dtypes (a serving layer that has
+        checked them itself), so they are not checked again."""
         key = (signature_key, tuple(output_aliases) if output_aliases is not None else None)
         call = self._calls.get(key)
         if call is None:
             call = _SignatureCall(self, self.signature(signature_key), output_aliases)
             with self._lock:
                 call = self._calls.setdefault(key, call)
-        return call(inputs)
+        if checked:
+            return call.run_checked(inputs, cancellation)
+        return call(inputs, cancellation)
 
     def close(self) -> None:
         self.session.close()
@@ -251,7 +255,9 @@ class _SignatureCall:
             [sig.inputs[a].name for a in self.input_aliases], fetches
         )
 
-    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def __call__(
+        self, inputs: Mapping[str, Any], cancellation: Cancellation | None = None
+    ) -> dict[str, np.ndarray]:
         if len(inputs) != len(self.input_aliases) or any(
             a not in inputs for a in self.input_aliases
         ):
@@ -263,7 +269,19 @@ class _SignatureCall:
             )
         # Like TensorFlow Serving, signature shapes are not enforced on requests (a model
         # declared [-1, 1] still answers [N] inputs if its ops accept them); dtypes are.
-        values = self.plan.run([inputs[a] for a in self.input_aliases], check_shapes=False)
+        values = self.plan.run(
+            [inputs[a] for a in self.input_aliases], check_shapes=False, cancellation=cancellation
+        )
+        return dict(zip(self.output_aliases, values))
+
+    def run_checked(
+        self, inputs: Mapping[str, Any], cancellation: Cancellation | None = None
+    ) -> dict[str, np.ndarray]:
+        feeds = [inputs[a] for a in self.input_aliases]
+        if cancellation is not None:
+            values = self.plan.run_checked_cancellable(cancellation, feeds)
+        else:
+            values = self.plan.run_unchecked(*feeds)
         return dict(zip(self.output_aliases, values))
 
 

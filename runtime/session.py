@@ -14,9 +14,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from runtime.cancellation import Cancellation
+from runtime.compiler import compile_plan
 from runtime.errors import InvalidArgumentError
 from runtime.graph import Graph, TensorRef
-from runtime.plan import Plan, compile_plan
+from runtime.plan import Plan
 from runtime.resources import ResourceManager
 
 PlanKey = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
@@ -101,8 +103,10 @@ class Session:
         fetches: str | Sequence[str],
         feeds: Mapping[str, Any] | None = None,
         targets: Sequence[str] = (),
+        cancellation: Cancellation | None = None,
     ) -> Any:
-        """Fetch tensors. A single name returns one array; a list returns a list."""
+        """Fetch tensors. A single name returns one array; a list returns a list. A cancelled
+        ``cancellation`` stops the run between kernels with its error."""
         if isinstance(fetches, str):
             fetch_key: tuple[str, ...] = (fetches,)
         else:
@@ -111,7 +115,7 @@ class Session:
         plan = self._plans.get((tuple(feeds), fetch_key, tuple(targets)))
         if plan is None:
             plan = self.plan(list(feeds), fetch_key, targets)
-        results = plan.run(tuple(feeds.values()))
+        results = plan.run(tuple(feeds.values()), cancellation=cancellation)
         return results[0] if isinstance(fetches, str) else results
 
     def make_callable(

@@ -15,6 +15,23 @@ Decoding rules (what TensorFlow's C++ runtime does when a ``Const`` node or a re
   unknown-rank with no dimensions decodes as a scalar), and so do we; negative dimensions are an
   error.
 
+Limits, all checked before anything the size of the tensor is allocated (the fill rule above
+lets a message of a few bytes describe a tensor of terabytes):
+
+* At most ``MAX_DIMS`` (64, numpy's limit) dimensions, and at most 2**63-1 elements; beyond
+  either is INVALID_ARGUMENT.
+* ``to_ndarray(proto, max_bytes=...)`` bounds the decoded size. An ``int`` is a limit for that
+  one tensor; a ``TensorBudget`` is one limit shared by all the tensors of a request: create
+  one per request and pass it to every ``to_ndarray`` call, and each decoded tensor's size is
+  subtracted from its ``remaining``. A tensor that does not fit is RESOURCE_EXHAUSTED. The size
+  charged is ``elements * itemsize`` (whether the result is a view of the proto's bytes or a
+  copy); a string tensor is charged the bytes the proto holds (its ``tensor_content``, or its
+  ``string_val`` values) plus ``STRING_ELEMENT_BYTES`` per element (values repeated by the fill
+  rule are shared, not copied). ``None`` (the default) means no limit.
+* Whatever the limit, a tensor numpy cannot address is refused up front, and a ``MemoryError``
+  while decoding becomes RESOURCE_EXHAUSTED in TensorFlow's wording (``OOM when allocating
+  tensor with shape[...] and type float``).
+
 Arrays decoded from ``tensor_content`` (or ``float8_val``) are read-only views over the proto's
 bytes (no copy); arrays decoded from the other typed fields are fresh. Callers must treat every result as immutable, which
 is the runtime's rule for tensors anyway. String tensors are numpy object arrays of ``bytes``.
@@ -23,6 +40,7 @@ Resource and variant tensors cannot be represented and raise ``UnimplementedErro
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 from collections.abc import Sequence
@@ -33,7 +51,12 @@ import numpy as np
 from protos.tensorflow.core.framework import tensor_pb2
 from runtime import dtypes
 from runtime.dtypes import DataType
-from runtime.errors import InvalidArgumentError, UnimplementedError
+from runtime.errors import (
+    InvalidArgumentError,
+    ResourceExhaustedError,
+    UnimplementedError,
+    from_memory_error,
+)
 
 TensorProto = tensor_pb2.TensorProto
 
@@ -87,6 +110,69 @@ _FIELD_NUMPY = {
 
 # TensorFlow's TensorShape limit: the element count must fit in int64.
 _MAX_ELEMENTS = 2**63 - 1
+# numpy cannot make an array of more dimensions than this.
+MAX_DIMS = 64
+# What a string element costs beyond its bytes: the object array's pointer to it.
+STRING_ELEMENT_BYTES = 8
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """``[2,3]``: a shape as TensorFlow's messages print it."""
+    return "[" + ",".join(map(str, shape)) + "]"
+
+
+def check_rank(rank: int) -> None:
+    """INVALID_ARGUMENT for a tensor of more than ``MAX_DIMS`` dimensions."""
+    if rank > MAX_DIMS:
+        raise InvalidArgumentError(
+            f"Tensor has {rank} dimensions, more than the {MAX_DIMS} allowed"
+        )
+
+
+def array_nbytes(array: np.ndarray) -> int:
+    """What a decoded tensor is charged against a ``TensorBudget``: its bytes, or for a string
+    (object) array the bytes of its values plus ``STRING_ELEMENT_BYTES`` per element."""
+    if array.dtype != object:
+        return int(array.nbytes)
+    return sum(map(len, array.reshape(-1).tolist())) + array.size * STRING_ELEMENT_BYTES
+
+
+class TensorBudget:
+    """The bytes a request's decoded tensors may still take, shared by all of its tensors.
+
+    Pass the same budget as ``max_bytes`` to each decode of one request; every decoded tensor
+    is charged before it is built, and one that does not fit is RESOURCE_EXHAUSTED.
+    Not thread-safe: one request decodes its tensors one at a time.
+    """
+
+    __slots__ = ("limit", "remaining")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 0:
+            raise ValueError(f"a tensor budget cannot be negative, got {limit}")
+        self.limit = limit
+        self.remaining = limit
+
+    @classmethod
+    def of(cls, max_bytes: int | TensorBudget | None) -> TensorBudget | None:
+        """``max_bytes`` as a budget: a shared budget itself, an ``int`` a fresh one."""
+        if max_bytes is None or isinstance(max_bytes, TensorBudget):
+            return max_bytes
+        return cls(max_bytes)
+
+    def charge(self, nbytes: int, shape: Sequence[int], dtype: int) -> None:
+        """Take ``nbytes`` for a tensor of ``shape`` and ``dtype``, or raise
+        ResourceExhaustedError (leaving the budget as it was)."""
+        if nbytes > self.remaining:
+            if self.remaining == self.limit:
+                bound = f"the {self.limit} allowed per request"
+            else:
+                bound = f"the {self.remaining} left of the {self.limit} allowed per request"
+            raise ResourceExhaustedError(
+                f"Tensor of shape {shape_text(shape)} and type {dtypes.short_name(dtype)} "
+                f"needs {nbytes} bytes, more than {bound}"
+            )
+        self.remaining -= nbytes
 
 
 def _dtype_of(proto: TensorProto) -> DataType:
@@ -106,7 +192,9 @@ def _dtype_of(proto: TensorProto) -> DataType:
 
 
 def proto_shape(proto: TensorProto) -> tuple[int, ...]:
-    """The shape a TensorProto describes; negative or overflowing dimensions are errors."""
+    """The shape a TensorProto describes; too many, negative or overflowing dimensions are
+    errors."""
+    check_rank(len(proto.tensor_shape.dim))
     shape = tuple(int(d.size) for d in proto.tensor_shape.dim)
     if any(d < 0 for d in shape):
         raise InvalidArgumentError(f"TensorProto shape {list(shape)} has a negative dimension")
@@ -127,8 +215,15 @@ RAW_CONTENT_DTYPES: dict[int, np.dtype] = {
 }
 
 
-def to_ndarray(proto: TensorProto) -> np.ndarray:
-    """Decode a TensorProto the way TensorFlow's runtime does (see the module docstring)."""
+def to_ndarray(
+    proto: TensorProto, *, max_bytes: int | TensorBudget | None = None
+) -> np.ndarray:
+    """Decode a TensorProto the way TensorFlow's runtime does (see the module docstring).
+
+    ``max_bytes``: a limit on this tensor's decoded size, or a ``TensorBudget`` shared with the
+    other tensors of the request, charged with this one's size; ``None`` for no limit.
+    """
+    budget = TensorBudget.of(max_bytes)
     content = proto.tensor_content
     if content:
         # The common case of a request, first and cheaply: raw bytes that exactly fill a
@@ -136,20 +231,80 @@ def to_ndarray(proto: TensorProto) -> np.ndarray:
         np_dtype = RAW_CONTENT_DTYPES.get(proto.dtype)
         if np_dtype is not None:
             shape = tuple([d.size for d in proto.tensor_shape.dim])
-            if (not shape or min(shape) >= 0) and math.prod(shape) * np_dtype.itemsize == len(
-                content
+            if (
+                len(shape) <= MAX_DIMS
+                and (not shape or min(shape) >= 0)
+                and math.prod(shape) * np_dtype.itemsize == len(content)
             ):
+                if budget is not None:
+                    budget.charge(len(content), shape, proto.dtype)
                 return np.frombuffer(content, np_dtype).reshape(shape)
     dt = _dtype_of(proto)
     shape = proto_shape(proto)
     np_dtype = dtypes.to_numpy(dt)
     n = math.prod(shape)
+    if content and n:  # TensorFlow ignores the content of a tensor with no elements
+        _check_content(dt, np_dtype, content, shape, n)
+    if budget is not None:
+        budget.charge(_decoded_nbytes(proto, dt, np_dtype, n), shape, dt)
+    _check_addressable(shape, n, dt, np_dtype)
+    try:
+        if n == 0:
+            return _empty(np_dtype, shape)
+        if content:
+            return _from_content(dt, np_dtype, content, shape, n)
+        return _from_fields(proto, dt, np_dtype, n).reshape(shape)
+    except MemoryError as err:
+        raise from_memory_error(err, _tensor_text(shape, dt)) from err
+
+
+def _tensor_text(shape: Sequence[int], dt: DataType) -> str:
+    return f"tensor with shape{shape_text(shape)} and type {dtypes.short_name(dt)}"
+
+
+def _check_addressable(
+    shape: tuple[int, ...], n: int, dt: DataType, np_dtype: np.dtype
+) -> None:
+    """Refuse what numpy cannot even try to allocate (it raises ValueError, not MemoryError).
+
+    numpy multiplies the nonzero dimensions, so a shape with no elements can still be refused.
+    """
+    span = math.prod(d for d in shape if d) * np_dtype.itemsize
+    if span <= sys.maxsize:
+        return
     if n == 0:
-        return _empty(np_dtype, shape)
-    content = proto.tensor_content
-    if content:
-        return _from_content(dt, np_dtype, content, shape, n)
-    return _from_fields(proto, dt, np_dtype, n).reshape(shape)
+        raise InvalidArgumentError(
+            f"TensorProto shape {list(shape)} of type {dtypes.short_name(dt)} cannot be "
+            f"represented: its nonzero dimensions span {span} bytes"
+        )
+    raise ResourceExhaustedError(f"OOM when allocating {_tensor_text(shape, dt)}")
+
+
+def _decoded_nbytes(proto: TensorProto, dt: DataType, np_dtype: np.dtype, n: int) -> int:
+    if dt != DataType.DT_STRING or n == 0:
+        return n * np_dtype.itemsize
+    if proto.tensor_content:
+        payload = len(proto.tensor_content)
+    else:
+        # Values the fill rule repeats share the last one's bytes.
+        payload = sum(map(len, itertools.islice(proto.string_val, n)))
+    return payload + n * STRING_ELEMENT_BYTES
+
+
+def _check_content(
+    dt: DataType, np_dtype: np.dtype, content: bytes, shape: tuple[int, ...], n: int
+) -> None:
+    """The size checks on ``tensor_content`` that need no decoding."""
+    if dt == DataType.DT_STRING:
+        if n > len(content):  # every element takes at least a one-byte length
+            raise _string_list_error(n, len(content))
+        return
+    expected = n * np_dtype.itemsize
+    if len(content) != expected:
+        raise InvalidArgumentError(
+            f"TensorProto tensor_content for {dt.name} shape {list(shape)} has {len(content)} "
+            f"bytes; expected {expected}"
+        )
 
 
 def _empty(np_dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -163,14 +318,9 @@ def _empty(np_dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
 def _from_content(
     dt: DataType, np_dtype: np.dtype, content: bytes, shape: tuple[int, ...], n: int
 ) -> np.ndarray:
+    """``content`` has passed ``_check_content``."""
     if dt == DataType.DT_STRING:
         return decode_string_list(content, n).reshape(shape)
-    expected = n * np_dtype.itemsize
-    if len(content) != expected:
-        raise InvalidArgumentError(
-            f"TensorProto tensor_content for {dt.name} shape {list(shape)} has {len(content)} "
-            f"bytes; expected {expected}"
-        )
     if dt == DataType.DT_BOOL:
         raw = np.frombuffer(content, dtype=np.uint8)
         if raw.max() > 1:
@@ -185,18 +335,18 @@ def _fill(values: np.ndarray, n: int, np_dtype: np.dtype) -> np.ndarray:
         return np.zeros(n, dtype=np_dtype)
     if k >= n:
         return values[:n]
-    return np.concatenate([values, np.full(n - k, values[-1], dtype=values.dtype)])
+    out = np.empty(n, dtype=values.dtype)  # one allocation of the final size
+    out[:k] = values
+    out[k:] = values[-1]
+    return out
 
 
 def _from_fields(proto: TensorProto, dt: DataType, np_dtype: np.dtype, n: int) -> np.ndarray:
     if dt == DataType.DT_STRING:
         strings = list(proto.string_val[:n])
-        if strings and len(strings) < n:
-            strings.extend([strings[-1]] * (n - len(strings)))
         out = np.empty(n, dtype=object)
         out[: len(strings)] = strings
-        if not strings:
-            out.fill(b"")
+        out[len(strings) :].fill(strings[-1] if strings else b"")
         return out
     if dt in _HALF_TYPES:
         # np.array over a whole repeated field is a fast bulk copy; slicing it first is not.
@@ -230,17 +380,16 @@ def encode_varint(value: int) -> bytes:
 
 def decode_string_list(content: bytes, n: int) -> np.ndarray:
     """TensorFlow's string-list encoding: ``n`` varint32 lengths, then the concatenated bytes."""
+    size = len(content)
+    if n > size:  # every element takes at least a one-byte length
+        raise _string_list_error(n, size)
     lengths = []
     pos = 0
-    size = len(content)
     for _ in range(n):
         value = shift = 0
         while True:
             if pos >= size or shift > 28:
-                raise InvalidArgumentError(
-                    f"TensorProto string tensor_content is truncated or malformed: could not read "
-                    f"{n} lengths from {size} bytes"
-                )
+                raise _string_list_error(n, size)
             byte = content[pos]
             pos += 1
             value |= (byte & 0x7F) << shift
@@ -258,6 +407,13 @@ def decode_string_list(content: bytes, n: int) -> np.ndarray:
         out[i] = content[pos : pos + length]
         pos += length
     return out
+
+
+def _string_list_error(n: int, size: int) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"TensorProto string tensor_content is truncated or malformed: could not read "
+        f"{n} lengths from {size} bytes"
+    )
 
 
 def _as_bytes(value: Any) -> bytes:

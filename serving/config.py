@@ -65,6 +65,31 @@ class ServerOptions:
     rest_api_num_threads: int = 0  # 0: 4 x CPUs, as TensorFlow Serving
     rest_api_timeout_in_ms: int = 30000
     rest_api_enable_cors_support: bool = False
+    # Beyond TensorFlow Serving: per-connection limits of the REST listener. A request head
+    # (request line and header lines) larger than this many bytes is answered 431.
+    rest_api_max_header_bytes: int = 65536
+    # Beyond TensorFlow Serving: a request head with more header fields is answered 431.
+    rest_api_max_headers: int = 100
+    # Beyond TensorFlow Serving: a request head must be complete this long after its first
+    # byte, else 408 and the connection closes.
+    rest_api_header_timeout_in_ms: int = 10_000
+    # Beyond TensorFlow Serving: a request body must be complete this long after its head,
+    # else 408 and the connection closes.
+    rest_api_body_timeout_in_ms: int = 60_000
+    # Beyond TensorFlow Serving: a connection with no request in progress (new, or kept alive
+    # after a response) closes after this long; longer than the 60 s idle timeout common in
+    # load balancers, so they close idle connections first.
+    rest_api_idle_timeout_in_ms: int = 75_000
+    # Beyond TensorFlow Serving: open REST connections beyond this are answered 503 and closed;
+    # 0: the open-file limit (raised to its hard limit at start) less a reserve for the rest.
+    rest_api_max_connections: int = 0
+    # Beyond TensorFlow Serving: a REST body larger than this (as sent, or once inflated from
+    # gzip) is answered 413 before it is buffered; TensorFlow Serving's cap on inflated bodies.
+    rest_api_max_body_bytes: int = 100 << 20
+    # Beyond TensorFlow Serving: the tensors one request decodes to, in all (a short value list
+    # repeats to fill its shape, so a small message can ask for much); beyond it
+    # RESOURCE_EXHAUSTED. The default is the largest message a request could send.
+    max_request_tensor_bytes: int = 2**31 - 1
     model_name: str = "default"
     model_base_path: str = ""
     model_config_file: str = ""

@@ -38,3 +38,6 @@ def load_all_kernels() -> None:
         for family in FAMILIES:
             importlib.import_module(f"runtime.kernels.{family}")
         _loaded = True
+
+
+KERNELS.load_all = load_all_kernels

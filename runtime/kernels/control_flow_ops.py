@@ -7,6 +7,10 @@ untouched, whatever they hold: arrays, resource handles, TensorLists.
 
 A condition is a tensor's truth in TensorFlow's sense: a scalar is true when non-zero (a string
 when non-empty), any other tensor when it has elements.
+
+A loop belongs to the run in progress on its thread: when that run has a cancellation
+(``runtime.cancellation.current()``), the loop reads it before each iteration and stops with its
+error.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from runtime import dtypes
+from runtime.cancellation import current
 from runtime.dtypes import DataType
 from runtime.errors import InvalidArgumentError, OpError
 from runtime.function_plans import CompiledFunction
@@ -41,7 +46,8 @@ _TRUTHFUL = frozenset(
 def _truth(value: Any) -> bool:
     if value.ndim == 0:
         return bool(value)  # non-zero number, True, non-empty bytes
-    return value.size > 0
+    size: int = value.size
+    return size > 0
 
 
 def truth_function(dtype: DataType | None) -> Callable[[Any], bool]:
@@ -53,7 +59,8 @@ def truth_function(dtype: DataType | None) -> Callable[[Any], bool]:
     def strict(value: Any) -> bool:
         if value.ndim == 0:
             raise InvalidArgumentError(message)
-        return value.size > 0
+        size: int = value.size
+        return size > 0
 
     return strict
 
@@ -76,11 +83,12 @@ def _raise_from(err: Exception, functions: Sequence[CompiledFunction]) -> NoRetu
 
 def _compile(node: NodeContext, attr: str, func: Any) -> CompiledFunction:
     try:
-        return node.compile_function(func)
+        compiled: CompiledFunction = node.compile_function(func)
     except (KernelError, OpError):
         raise
     except Exception as err:
         raise KernelError(node, f"cannot compile function {attr}: {err}") from err
+    return compiled
 
 
 def _check_types(
@@ -195,9 +203,16 @@ def while_(node: NodeContext) -> Callable[..., Any]:
     # The per-iteration cost of a recurrent model's loop is this loop: one call of each plan.
     def run_while(*args: Any) -> Any:
         state: Sequence[Any] = args
+        cancellation = current()
         try:
-            while truth(cond_fn(*state)[0]):
-                state = body_fn(*state)
+            if cancellation is None:
+                while truth(cond_fn(*state)[0]):
+                    state = body_fn(*state)
+            else:
+                while truth(cond_fn(*state)[0]):
+                    if cancellation.error is not None:
+                        cancellation.check()
+                    state = body_fn(*state)
         except Exception as err:  # noqa: BLE001 - re-raised naming the function's node
             _raise_from(err, both)
         return pack(state)

@@ -75,7 +75,7 @@ def _softsign(x: np.ndarray) -> Tensor:
 def _softplus_threshold(dtype: np.dtype) -> float:
     # TF's cut-offs: above -(log(eps) + 2) softplus(x) is x, below log(eps) + 2 it is exp(x),
     # both to within the type's epsilon.
-    eps = ml_dtypes.finfo(dtype).eps  # type: ignore[no-untyped-call]
+    eps = ml_dtypes.finfo(dtype).eps  # type: ignore[no-untyped-call]  # ml_dtypes is untyped
     return math.log(float(eps)) + 2.0
 
 

@@ -187,14 +187,15 @@ def scratch(key: Hashable, build: Callable[[], S]) -> S:
     that the object's contents depend on (e.g. which cells of a padded buffer stay zero).
     Objects larger than the whole allowance are built afresh on every call.
     """
-    cache: OrderedDict[Hashable, Sized] | None = getattr(_local, "cache", None)
+    # Values of any type: the key pins down which one each is.
+    cache: OrderedDict[Hashable, Any] | None = getattr(_local, "cache", None)
     if cache is None:
         cache = _local.cache = OrderedDict()
         _local.nbytes = 0
-    found = cache.get(key)
+    found: S | None = cache.get(key)
     if found is not None:
         cache.move_to_end(key)
-        return found  # type: ignore[return-value]
+        return found
     built = build()
     if built.nbytes > _SCRATCH_LIMIT:
         return built  # too big to keep: used once and freed
@@ -210,7 +211,7 @@ def view(base: np.ndarray, shape: Sequence[int], strides: Sequence[int],
          offset: int = 0) -> np.ndarray:
     """A strided view into contiguous ``base`` (``offset`` and ``strides`` in elements)."""
     item = base.itemsize
-    return np.ndarray(tuple(shape), base.dtype, base, offset * item,  # type: ignore[call-overload]
+    return np.ndarray(tuple(shape), base.dtype, base, offset * item,
                       tuple(s * item for s in strides))
 
 
@@ -250,7 +251,8 @@ class Derived:
         if hit is not None:
             cached = hit[0]
             if all(map(operator.is_, cached, arrays)):
-                return hit[1]  # type: ignore[no-any-return]
+                value: T = hit[1]
+                return value
         value = build()
         if all(is_constant(a) for a in arrays):
             if len(self._entries) >= self._limit:
@@ -276,7 +278,8 @@ def channel_op(ufunc: np.ufunc, value: np.ndarray, vector: np.ndarray) -> np.nda
     inner loops of W * C. Small maps and other shapes take the plain broadcast."""
     if (value.size < WIDE_MIN_SIZE or value.ndim < 3 or vector.ndim != 1 or vector.shape[0] != value.shape[-1]
             or not value.flags.c_contiguous or value.dtype != vector.dtype):
-        return ufunc(value, vector)  # type: ignore[no-any-return]
+        result: np.ndarray = ufunc(value, vector)
+        return result
     width = value.shape[-2] * value.shape[-1]
     out = np.empty_like(value)
     ufunc(value.reshape(-1, width), tiled(vector, value.shape[-2]), out=out.reshape(-1, width))

@@ -73,7 +73,8 @@ class ConvShape:
 
 def relu_(y: np.ndarray) -> np.ndarray:
     # TensorFlow's fused Relu maps NaN to 0, as fmax does.
-    return np.fmax(y, 0, out=y)
+    result: np.ndarray = np.fmax(y, 0, out=y)
+    return result
 
 
 def add_bias_(y: np.ndarray, bias: np.ndarray | None) -> np.ndarray:

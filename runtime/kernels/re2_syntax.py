@@ -387,7 +387,7 @@ def translate(pattern: str) -> Translated:
 def _min_width(compiled: re.Pattern[str]) -> int:
     """Shortest possible match length; 0 when unknown."""
     try:
-        from re import _parser  # type: ignore[attr-defined]
+        from re import _parser  # type: ignore[attr-defined]  # private: not in typeshed
 
         return int(_parser.parse(compiled.pattern, compiled.flags).getwidth()[0])
     except Exception:  # noqa: BLE001  (a private API: any failure just means "unknown")

@@ -34,8 +34,8 @@ function.
 
 Ops that run functions of the graph's library (If, While, Case) get them compiled through
 ``node.compile_function(func)``: a ``runtime.function_plans.CompiledFunction`` built once, when the
-plan is compiled, over the same resources. Outside a plan there is no compiler and such a factory
-fails, so these ops are never constant-folded.
+plan is compiled (by ``runtime.compiler``), over the same resources. Outside a plan there is no
+compiler and such a factory fails, so these ops are never constant-folded.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from runtime import dtypes
+from runtime.ops import OP_REGISTRY, load_all_op_definitions
 
 CPU = "CPU"
 
@@ -118,6 +119,9 @@ KernelFactory = Callable[[NodeContext], Callable[..., Any]]
 class KernelRegistry:
     def __init__(self) -> None:
         self._factories: dict[tuple[str, str], KernelFactory] = {}
+        # Imports every kernel family; the ``runtime.kernels`` package, which lists them,
+        # installs it.
+        self.load_all: Callable[[], None] = lambda: None
 
     def register(self, op_type: str, device: str, factory: KernelFactory) -> None:
         key = (op_type, device)
@@ -168,11 +172,8 @@ def instantiate(
     know what the kernel chose to bake in. ``function_compiler`` serves ops that run library
     functions (see ``runtime.function_plans.FunctionCompiler``).
     """
-    from runtime.kernels import load_all_kernels
-    from runtime.ops import OP_REGISTRY, load_all_op_definitions
-
     load_all_op_definitions()
-    load_all_kernels()
+    KERNELS.load_all()
     factory = KERNELS.lookup(op_type, device)
     if factory is None:
         raise KeyError(f"no {device} kernel registered for op {op_type}")

@@ -83,12 +83,13 @@ def resource_gather(node: NodeContext) -> Callable[..., Any]:
         raise KernelError(node, "batch_dims other than 0 is not supported")
 
     def gather(handle: ResourceHandle, indices: np.ndarray) -> np.ndarray:
-        params = handle.resource.read()
+        params: np.ndarray = handle.resource.read()
         limit = params.shape[0]
         if indices.size and (indices.min() < 0 or indices.max() >= limit):
             bad = indices[(indices < 0) | (indices >= limit)].flat[0]
             raise InvalidArgumentError(f"indices = {bad} is not in [0, {limit})")
-        return params[indices]
+        rows: np.ndarray = params[indices]
+        return rows
 
     return gather
 
@@ -135,7 +136,7 @@ def ref_variable(node: NodeContext) -> Callable[..., Any]:
 
 
 def _ref_value(handle: ResourceHandle) -> np.ndarray:
-    value = handle.resource.value
+    value: np.ndarray | None = handle.resource.value
     if value is None:
         raise FailedPreconditionError(
             f"Attempting to use uninitialized value {handle.resource.name}"

@@ -15,14 +15,16 @@ _INT64 = DataType.DT_INT64
 
 # Constants, feeds and identities.
 define("Const", outputs="output")
-define("Placeholder", outputs="output", attrs={"shape": None})  # None: unknown rank
-define("PlaceholderWithDefault", inputs="input", outputs="output")
+define("Placeholder", outputs="output", attrs={"shape": None}, placeholder=True)  # None: any rank
+define("PlaceholderWithDefault", inputs="input", outputs="output", forwards_input=True,
+       placeholder=True)
 define("NoOp")
-define("Identity", inputs="input", outputs="output")
-define("IdentityN", inputs="input*T", outputs="output*T")
-define("Snapshot", inputs="input", outputs="output")
-define("StopGradient", inputs="input", outputs="output")
-define("PreventGradient", inputs="input", outputs="output", attrs={"message": ""})
+define("Identity", inputs="input", outputs="output", forwards_input=True)
+define("IdentityN", inputs="input*T", outputs="output*T", forwards_input=True)
+define("Snapshot", inputs="input", outputs="output", forwards_input=True)
+define("StopGradient", inputs="input", outputs="output", forwards_input=True)
+define("PreventGradient", inputs="input", outputs="output", attrs={"message": ""},
+       forwards_input=True)
 define("EnsureShape", inputs="input", outputs="output")
 # Stateful in TensorFlow so that graph optimizers never fold or drop the check.
 define("CheckNumerics", inputs="tensor", outputs="output", stateful=True)

@@ -29,6 +29,13 @@ DATAFLOW_OPS = frozenset(
     }
 )
 
+# Each TF1 control-flow role, with its ref-typed twin.
+SWITCH_OPS = frozenset({"Switch", "RefSwitch"})
+MERGE_OPS = frozenset({"Merge", "RefMerge"})
+ENTER_OPS = frozenset({"Enter", "RefEnter"})
+EXIT_OPS = frozenset({"Exit", "RefExit"})
+NEXT_ITERATION_OPS = frozenset({"NextIteration", "RefNextIteration"})
+
 for _prefix in ("", "Ref"):
     define(f"{_prefix}Switch", inputs="data, pred", outputs="output_false, output_true",
            stateful=True)

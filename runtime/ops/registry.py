@@ -1,4 +1,4 @@
-"""Op definitions: what an op *is* (arguments, attr defaults, statefulness), independent of kernels.
+"""Op definitions: what an op *is* (arguments, attr defaults, properties), independent of kernels.
 
 Definitions are written in a compact form close to TensorFlow's own op registrations::
 
@@ -12,7 +12,12 @@ the length of a type list (``type_list_attr``). Attr defaults fill in attrs that
 omits (TensorFlow strips attrs equal to their default when it writes a model).
 
 The arity of a node's outputs, and the port a function body's ``node:arg:index`` tensor name
-refers to, both come from these definitions.
+refers to, both come from these definitions. So do the properties that compilers and graph
+rewrites ask of an op instead of keeping their own lists of op names::
+
+    define("StopGradient", inputs="input", outputs="output", forwards_input=True)
+    define("PlaceholderWithDefault", inputs="input", outputs="output",
+           forwards_input=True, placeholder=True)
 """
 
 from __future__ import annotations
@@ -40,7 +45,21 @@ class OpDef:
     inputs: tuple[ArgDef, ...]
     outputs: tuple[ArgDef, ...]
     attr_defaults: Mapping[str, Any] = field(default_factory=dict)
+    # Its result depends on more than its inputs (state, randomness, executor frames), or it has
+    # an effect: rewrites never fold or merge it.
     stateful: bool = False
+    # Output i is input i, unchanged (Identity and its kin): a plan reads the input instead of
+    # calling a kernel. Tensors are never modified in place, so this is what the kernels do too.
+    forwards_input: bool = False
+    # Stands for a value the caller feeds (PlaceholderWithDefault forwards its input when not fed).
+    placeholder: bool = False
+
+    @property
+    def is_identity(self) -> bool:
+        """Forwards its input and is nothing more, so rewrites may bypass it. A placeholder is a
+        feed point callers name, and a stateful forwarder (RefIdentity) hands on a variable
+        reference; neither is."""
+        return self.forwards_input and not self.placeholder and not self.stateful
 
     def num_outputs(self, attrs: Mapping[str, Any]) -> int:
         return sum(arg.length(attrs) for arg in self.outputs)
@@ -96,9 +115,20 @@ def define(
     outputs: str = "",
     attrs: Mapping[str, Any] | None = None,
     stateful: bool = False,
+    forwards_input: bool = False,
+    placeholder: bool = False,
     registry: OpRegistry = OP_REGISTRY,
 ) -> OpDef:
-    """Define an op (see the module docstring for the argument syntax)."""
+    """Define an op (see the module docstring for the argument syntax and ``OpDef`` for the
+    properties)."""
     return registry.add(
-        OpDef(name, _parse_args(inputs), _parse_args(outputs), dict(attrs or {}), stateful)
+        OpDef(
+            name,
+            _parse_args(inputs),
+            _parse_args(outputs),
+            dict(attrs or {}),
+            stateful,
+            forwards_input,
+            placeholder,
+        )
     )

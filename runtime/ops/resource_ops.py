@@ -46,4 +46,4 @@ define("AssignAdd", inputs="ref, value", outputs="output_ref", attrs={"use_locki
 define("AssignSub", inputs="ref, value", outputs="output_ref", attrs={"use_locking": False},
        stateful=True)
 define("IsVariableInitialized", inputs="ref", outputs="is_initialized", stateful=True)
-define("RefIdentity", inputs="input", outputs="output", stateful=True)
+define("RefIdentity", inputs="input", outputs="output", stateful=True, forwards_input=True)

@@ -7,10 +7,10 @@ signature inputs and outputs: they stay feedable and fetchable under their origi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from runtime.graph import Graph, TensorRef
-from runtime.optimize.context import PassContext
+from runtime.optimize.context import SERVING_PIPELINE, Pass, PassContext, run_passes
 from runtime.optimize.controls import drop_constant_controls
 from runtime.optimize.cse import eliminate_common_subexpressions
 from runtime.optimize.embedding import fuse_embedding_lookups
@@ -28,8 +28,6 @@ from runtime.optimize.reshape import reshape_by_template
 from runtime.optimize.split_bias import move_bias_before_split
 from runtime.optimize.tensordot import simplify_tensordot
 from runtime.resources import ResourceManager
-
-Pass = Callable[[Graph, PassContext], Graph]
 
 # Order matters: freezing turns variable reads into constants that folding can then see through,
 # and leaves control edges on those constants, which go before identities are removed. The Keras
@@ -73,10 +71,10 @@ def optimize_for_serving(
     resources: ResourceManager,
     passes: Sequence[tuple[str, Pass]] = DEFAULT_PASSES,
 ) -> Graph:
-    context = PassContext(frozenset(protected), resources)
-    for _name, rewrite in passes:
-        graph = rewrite(graph, context)
-    return graph
+    return run_passes(graph, protected, resources, passes)
 
 
-__all__ = ["DEFAULT_PASSES", "PassContext", "optimize_for_serving"]
+# Function bodies are optimized with the serving passes, whatever a caller runs.
+SERVING_PIPELINE.passes = DEFAULT_PASSES
+
+__all__ = ["DEFAULT_PASSES", "Pass", "PassContext", "optimize_for_serving"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from runtime.graph import Graph, Node, TensorRef
@@ -17,6 +17,33 @@ class PassContext:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "protected_nodes", frozenset(r.node for r in self.protected))
+
+
+Pass = Callable[[Graph, PassContext], Graph]
+
+
+def run_passes(
+    graph: Graph,
+    protected: Iterable[TensorRef],
+    resources: ResourceManager,
+    passes: Sequence[tuple[str, Pass]],
+) -> Graph:
+    """``graph`` rewritten by each of ``passes`` in turn, keeping ``protected`` as they are."""
+    context = PassContext(frozenset(protected), resources)
+    for _name, rewrite in passes:
+        graph = rewrite(graph, context)
+    return graph
+
+
+class ServingPipeline:
+    """The serving passes in order (``runtime.optimize.DEFAULT_PASSES``). One of them optimizes
+    function bodies with all of them, so the package that lists them installs them here rather
+    than that pass importing the list that holds it."""
+
+    passes: Sequence[tuple[str, Pass]] = ()
+
+
+SERVING_PIPELINE = ServingPipeline()
 
 
 def rewire(graph: Graph, replace: dict[TensorRef, TensorRef], drop: Iterable[str]) -> Graph:

@@ -17,13 +17,11 @@ from __future__ import annotations
 from runtime.graph import Graph, Node
 from runtime.optimize.context import PassContext
 
-_FORWARDERS = frozenset({"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient"})
-
 
 def _trivial_nodes(graph: Graph) -> set[str]:
     """Nodes that compute nothing observable: constants, NoOps and identities whose data and
     control inputs are all such nodes."""
-    trivial = {node.name for node in graph if _may_be_trivial(node)}
+    trivial = {node.name for node in graph if _may_be_trivial(graph, node)}
     users: dict[str, list[str]] = {}
     pending: list[str] = []
     for node in graph:
@@ -42,10 +40,10 @@ def _trivial_nodes(graph: Graph) -> set[str]:
     return trivial
 
 
-def _may_be_trivial(node: Node) -> bool:
+def _may_be_trivial(graph: Graph, node: Node) -> bool:
     if node.op == "Const":
         return not node.inputs
-    return node.op == "NoOp" or node.op in _FORWARDERS
+    return node.op == "NoOp" or graph.is_identity(node)
 
 
 def _redundant(name: str, graph: Graph, trivial: set[str], producers: set[str]) -> bool:
@@ -57,7 +55,7 @@ def _redundant(name: str, graph: Graph, trivial: set[str], producers: set[str]) 
             continue
         seen.add(current)
         node = graph.nodes.get(current)
-        if node is None or not (node.op == "NoOp" or node.op in _FORWARDERS):
+        if node is None or not (node.op == "NoOp" or graph.is_identity(node)):
             return False
         stack.extend(ref.node for ref in node.inputs)
         stack.extend(node.control_inputs)

@@ -9,8 +9,8 @@ import numpy as np
 
 from runtime.attrs import FuncAttr
 from runtime.graph import Graph, TensorRef
+from runtime.graph_queries import topological_order
 from runtime.optimize.context import PassContext, is_stateful, rewire
-from runtime.plan import topological_order
 
 _MAX_CONST_BYTES = 1 << 16  # larger constants are compared by identity only
 
@@ -30,7 +30,8 @@ def _attr_key(value: Any) -> Hashable:
         hash(value)
     except TypeError:
         return ("unhashable", id(value))
-    return value
+    key: Hashable = value
+    return key
 
 
 def eliminate_common_subexpressions(graph: Graph, context: PassContext) -> Graph:
@@ -38,7 +39,7 @@ def eliminate_common_subexpressions(graph: Graph, context: PassContext) -> Graph
     replace: dict[TensorRef, TensorRef] = {}
     drop: list[str] = []
     for node in topological_order(graph, set(graph.nodes), set()):
-        if is_stateful(graph, node) or node.op in ("Placeholder", "PlaceholderWithDefault"):
+        if is_stateful(graph, node) or graph.is_placeholder(node):
             continue
         inputs = tuple(replace.get(ref, ref) for ref in node.inputs)
         key = (

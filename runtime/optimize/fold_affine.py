@@ -117,7 +117,7 @@ def _step_constant(graph: Graph, user: Node, prev: str) -> np.ndarray | None:
 
 
 def _fold_weights(base: Node, weights: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    w = weights.astype(np.float64)
+    w: np.ndarray = weights.astype(np.float64)
     if base.op == "MatMul":
         w = w * (scale[:, None] if base.attrs.get("transpose_b") else scale[None, :])
     elif base.op == "Conv2D":

@@ -12,18 +12,25 @@ import numpy as np
 
 from runtime.dtypes import from_numpy
 from runtime.graph import Graph, Node, TensorRef
+from runtime.graph_queries import topological_order
 from runtime.kernels import KERNELS, NodeContext, load_all_kernels
 from runtime.optimize.context import PassContext, is_stateful, rewire
-from runtime.plan import topological_order
 
 _MAX_GROWTH_BYTES = 1 << 20  # results may exceed their inputs by at most this much
-_NEVER_FOLD = frozenset({"Const", "Placeholder", "PlaceholderWithDefault", "NoOp", "Identity"})
 
 
 def _const_node(name: str, value: np.ndarray, device: str) -> Node:
     value = np.asarray(value)
     value.flags.writeable = False
     return Node(name, "Const", [], [], {"value": value, "dtype": from_numpy(value.dtype)}, device)
+
+
+def _never_folded(graph: Graph, node: Node) -> bool:
+    """Constants and NoOps have nothing to fold; a placeholder's value is the caller's; a
+    forwarder's constant would only be copied (identity removal bypasses it instead)."""
+    return (
+        node.op in ("Const", "NoOp") or graph.is_placeholder(node) or graph.forwards_input(node)
+    )
 
 
 def _evaluate(graph: Graph, node: Node, inputs: list[np.ndarray]) -> list[Any] | None:
@@ -51,7 +58,7 @@ def fold_constants(graph: Graph, context: PassContext) -> Graph:
     order = topological_order(graph, set(graph.nodes), set())
     for node in order:
         if (
-            node.op in _NEVER_FOLD
+            _never_folded(graph, node)
             or node.control_inputs
             or node.name in context.protected_nodes
             or not node.inputs

@@ -19,19 +19,18 @@ from runtime.resources import Variable
 _READERS = frozenset(
     {"ReadVariableOp", "ResourceGather", "VarIsInitializedOp", "DisableCopyOnRead"}
 )
-_PASS_THROUGH = frozenset({"Identity", "IdentityN"})
 # Resource variables, and TF1 ref variables (read through inserted ReadVariableOps).
 _VARIABLES = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 
 
 def _variable_of(graph: Graph, ref: TensorRef, context: PassContext) -> Variable | None:
-    """The variable a resource tensor refers to, following Identity/IdentityN edges."""
+    """The variable a resource tensor refers to, following identities (``OpDef.is_identity``)."""
     for _ in range(1000):
         node = graph.nodes.get(ref.node)
         if node is None:
             return None
-        if node.op in _PASS_THROUGH:
-            ref = node.inputs[ref.port if node.op == "IdentityN" else 0]
+        if graph.is_identity(node):
+            ref = node.inputs[ref.port]
             continue
         if node.op not in _VARIABLES:
             return None
@@ -50,7 +49,7 @@ def freeze_variables(graph: Graph, context: PassContext) -> Graph:
                 continue
             if node.op in _READERS and index == 0:
                 reads[node.name] = var
-            elif node.op not in _PASS_THROUGH:
+            elif not graph.is_identity(node):
                 written.add(id(var))
     nodes: list[Node] = []
     for node in graph:

@@ -29,7 +29,7 @@ from typing import Any
 from runtime.attrs import FuncAttr
 from runtime.function_plans import FunctionBody, instantiate, split_func
 from runtime.graph import Graph, Node, TensorRef
-from runtime.optimize.context import PassContext, unique_name
+from runtime.optimize.context import SERVING_PIPELINE, PassContext, run_passes, unique_name
 
 # Function attrs of each control-flow op, and where its function arguments start.
 _FUNCTION_ATTRS = {
@@ -43,7 +43,6 @@ _FUNCTION_ATTRS = {
 _LOOPS = frozenset({"While", "StatelessWhile"})
 CONTROL_FLOW_OPS = frozenset(_FUNCTION_ATTRS)
 
-_ALIASES = frozenset({"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient"})
 # Stateful ops that cannot write a variable.
 _NO_VARIABLE_WRITES = frozenset(
     {
@@ -193,11 +192,11 @@ def _resolve(graph: Graph, ref: TensorRef, through_controls: bool = True) -> Ten
     unless ``through_controls``)."""
     for _ in range(10_000):
         node = graph.nodes.get(ref.node)
-        if node is None or node.op not in _ALIASES:
+        if node is None or not graph.is_identity(node):
             break
         if node.control_inputs and not through_controls:
             break
-        ref = node.inputs[ref.port] if node.op == "IdentityN" else node.inputs[0]
+        ref = node.inputs[ref.port]
     return ref
 
 
@@ -262,10 +261,8 @@ def _drop_outputs(
 
 
 def _optimized(body: FunctionBody, context: PassContext) -> FunctionBody:
-    from runtime.optimize import optimize_for_serving  # the pass list holds this pass
-
     protected = {*body.inputs, *body.outputs, *(TensorRef(t) for t in body.targets)}
-    graph = optimize_for_serving(body.graph, protected, context.resources)
+    graph = run_passes(body.graph, protected, context.resources, SERVING_PIPELINE.passes)
     return FunctionBody(
         body.name,
         graph,

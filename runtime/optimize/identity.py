@@ -1,14 +1,11 @@
-"""Identity-like nodes are bypassed: consumers read the identity's input directly."""
+"""Identity-like nodes (``OpDef.is_identity``) are bypassed: consumers read the identity's input
+directly."""
 
 from __future__ import annotations
 
 from runtime.graph import Graph, TensorRef
+from runtime.ops.dataflow_ops import SWITCH_OPS
 from runtime.optimize.context import PassContext, rewire
-
-_IDENTITIES = frozenset({"Identity", "IdentityN", "StopGradient", "Snapshot", "PreventGradient"})
-# An identity of a Switch output is a TF1 branch pivot: as a control input it carries its
-# branch's deadness, which a control edge on the Switch itself (live either way) would not.
-_SWITCHES = frozenset({"Switch", "RefSwitch"})
 
 
 def remove_identities(graph: Graph, context: PassContext) -> Graph:
@@ -16,7 +13,7 @@ def remove_identities(graph: Graph, context: PassContext) -> Graph:
     drop: list[str] = []
     for node in graph:
         if (
-            node.op in _IDENTITIES
+            graph.is_identity(node)
             and node.name not in context.protected_nodes
             and not node.control_inputs
             and not any(_is_switch(graph, ref) for ref in node.inputs)
@@ -30,5 +27,7 @@ def remove_identities(graph: Graph, context: PassContext) -> Graph:
 
 
 def _is_switch(graph: Graph, ref: TensorRef) -> bool:
+    # An identity of a Switch output is a TF1 branch pivot: as a control input it carries its
+    # branch's deadness, which a control edge on the Switch itself (live either way) would not.
     producer = graph.nodes.get(ref.node)
-    return producer is not None and producer.op in _SWITCHES
+    return producer is not None and producer.op in SWITCH_OPS

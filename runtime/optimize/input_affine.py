@@ -221,20 +221,26 @@ def _unpadded(node: Node, weights: np.ndarray) -> bool:
 
 def _scaled_weights(node: Node, weights: np.ndarray, scale: np.ndarray) -> np.ndarray:
     w = weights.astype(np.float64)
+    factor: np.ndarray
     if node.op == "MatMul":
-        return w * (scale[None, :] if node.attrs.get("transpose_b") else scale[:, None])
-    return w * scale[None, None, :, None]  # HWIO and depthwise [H, W, C, multiplier] alike
+        factor = scale[None, :] if node.attrs.get("transpose_b") else scale[:, None]
+    else:
+        factor = scale[None, None, :, None]  # HWIO and depthwise [H, W, C, multiplier] alike
+    scaled: np.ndarray = w * factor
+    return scaled
 
 
 def _bias_of_shift(node: Node, weights: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """What ``op(shift broadcast over the input, weights)`` adds to every output element."""
     w = weights.astype(np.float64)
+    bias: np.ndarray
     if node.op == "MatMul":
-        return (w @ shift) if node.attrs.get("transpose_b") else (shift @ w)
-    if node.op == "Conv2D":
-        return np.einsum("hwio,i->o", w, shift)
-    # Depthwise: output channel i * multiplier + m sees input channel i only.
-    return (w.sum(axis=(0, 1)) * shift[:, None]).reshape(-1)
+        bias = (w @ shift) if node.attrs.get("transpose_b") else (shift @ w)
+    elif node.op == "Conv2D":
+        bias = np.einsum("hwio,i->o", w, shift)
+    else:  # depthwise: output channel i * multiplier + m sees input channel i only
+        bias = (w.sum(axis=(0, 1)) * shift[:, None]).reshape(-1)
+    return bias
 
 
 def fold_affine_into_consumer(graph: Graph, context: PassContext) -> Graph:

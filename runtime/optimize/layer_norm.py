@@ -83,8 +83,13 @@ def _vector(value: np.ndarray | None, dtype: np.dtype, rank: int | None) -> bool
     return value.ndim == 1 or (rank is not None and value.ndim <= rank)
 
 
-def _match(g: _Graph, out: Node) -> tuple[list[Node], list[TensorRef | np.ndarray], float] | None:
-    """(the pattern's nodes, [x, gamma, beta] as refs or new values, epsilon) for ``out``."""
+_Operand = TensorRef | np.ndarray
+
+
+def _match(
+    g: _Graph, out: Node
+) -> tuple[list[Node], tuple[TensorRef, _Operand, _Operand], float] | None:
+    """(the pattern's nodes, (x, gamma, beta) as refs or new values, epsilon) for ``out``."""
     dtype_attr = out.attrs.get("T")
     if out.op not in _ADDS or dtype_attr not in _FLOATS or len(out.inputs) != 2:
         return None
@@ -135,8 +140,8 @@ def _match(g: _Graph, out: Node) -> tuple[list[Node], list[TensorRef | np.ndarra
             continue
         return (
             nodes,
-            [x, gamma_ref if gamma_ref is not None else gamma,
-             beta_ref if beta_ref is not None else beta],
+            (x, gamma_ref if gamma_ref is not None else gamma,
+             beta_ref if beta_ref is not None else beta),
             epsilon,
         )
     return None
@@ -169,7 +174,8 @@ def _match_variance(
             break
     if var is None or epsilon is None or not _last_axis(g, var, x):
         return None
-    if g.const(var.inputs[1]).tolist() != g.const(mean.inputs[1]).tolist():  # type: ignore[union-attr]
+    var_axes, mean_axes = g.const(var.inputs[1]), g.const(mean.inputs[1])
+    if var_axes is None or mean_axes is None or var_axes.tolist() != mean_axes.tolist():
         return None
     squared = g.node(var.inputs[0], "SquaredDifference")
     if squared is None or sorted(squared.inputs) != sorted([x, TensorRef(mean.name)]):
@@ -199,7 +205,7 @@ def fuse_layer_norm(graph: Graph, context: PassContext) -> Graph:
         nodes, (x, gamma, beta), epsilon = found
         if any(n.name in removed or n.name in replaced for n in nodes):
             continue
-        inputs: list[TensorRef] = [x]  # type: ignore[list-item]
+        inputs: list[TensorRef] = [x]
         for role, value in (("scale", gamma), ("offset", beta)):
             if isinstance(value, TensorRef):
                 inputs.append(value)

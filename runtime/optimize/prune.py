@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from runtime.graph import Graph
+from runtime.graph_queries import needed_nodes
 from runtime.optimize.context import PassContext
-from runtime.plan import needed_nodes
 
 
 def prune_to_protected(graph: Graph, context: PassContext) -> Graph:

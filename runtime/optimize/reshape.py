@@ -17,7 +17,9 @@ from runtime.optimize.shapes import ShapeEvaluator, canonical
 _CONSTANT_SHAPE_OPS = frozenset({"Const"})
 
 
-def _template(graph: Graph, reshape: Node, ev: ShapeEvaluator) -> tuple | None:
+def _template(
+    graph: Graph, reshape: Node, ev: ShapeEvaluator
+) -> tuple[tuple[int, tuple[int, ...]], ...] | None:
     if len(reshape.inputs) != 2:
         return None
     producer = graph.nodes.get(reshape.inputs[1].node)

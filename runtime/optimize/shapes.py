@@ -8,9 +8,8 @@ coefficient times a product of dimensions of graph tensors. Anything else evalua
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -49,17 +48,25 @@ class SymVector:
     scalar: bool = False
 
 
-_FORWARDERS = frozenset({"Identity", "StopGradient", "Snapshot", "PreventGradient"})
-
-
 def canonical(graph: Graph, ref: TensorRef) -> TensorRef:
-    """``ref`` with identity nodes looked through: the tensor whose dims a shape talks about."""
+    """``ref`` with identity nodes of one tensor looked through: the tensor whose dims a shape
+    talks about."""
     for _ in range(_MAX_DEPTH):
         node = graph.nodes.get(ref.node)
-        if node is None or node.op not in _FORWARDERS or len(node.inputs) != 1:
+        if node is None or len(node.inputs) != 1 or not _forwards_one_tensor(graph, node):
             break
         ref = node.inputs[0]
     return ref
+
+
+def _forwards_one_tensor(graph: Graph, node: Node) -> bool:
+    # A list forwarder (IdentityN) is left alone even with one input, as it always was here.
+    op_def = graph.op_def(node.op)
+    return (
+        op_def is not None
+        and op_def.is_identity
+        and all(arg.length_attr is None for arg in op_def.inputs)
+    )
 
 
 def static_rank(graph: Graph, ref: TensorRef) -> int | None:
@@ -117,7 +124,8 @@ class ShapeEvaluator:
 
     def inputs(self, node: Node, depth: int) -> list[SymVector] | None:
         values = [self.value(ref, depth) for ref in node.inputs]
-        return None if any(v is None for v in values) else values  # type: ignore[return-value]
+        known = [v for v in values if v is not None]
+        return known if len(known) == len(values) else None
 
     def constant(self, ref: TensorRef) -> np.ndarray | None:
         return _int_const(self.graph, ref)
@@ -243,7 +251,7 @@ def _forward(ev: ShapeEvaluator, node: Node, depth: int) -> SymVector | None:
     return ev.value(node.inputs[0], depth)
 
 
-_RULES: dict[str, Any] = {
+_RULES: dict[str, Callable[[ShapeEvaluator, Node, int], SymVector | None]] = {
     "Shape": _shape,
     "GatherV2": _gather,
     "Prod": _prod,

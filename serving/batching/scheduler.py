@@ -57,6 +57,7 @@ from runtime.errors import (
     OpError,
     ResourceExhaustedError,
     UnavailableError,
+    from_memory_error,
 )
 from serving.batching.adaptive import AdaptiveWindow, thread_share
 from serving.batching.params import task_too_large_message
@@ -120,9 +121,12 @@ def split_sizes(size: int, open_room: int, limit: int) -> list[int]:
 
 
 def as_op_error(error: BaseException) -> OpError:
-    """An OpError as it is; anything else as InternalError carrying its message."""
+    """An OpError as it is, a MemoryError as RESOURCE_EXHAUSTED; anything else as
+    InternalError carrying its message."""
     if isinstance(error, OpError):
         return error
+    if isinstance(error, MemoryError):
+        return from_memory_error(error, "a batch")
     wrapped = InternalError(str(error) or type(error).__name__)
     wrapped.__cause__ = error
     return wrapped
@@ -309,6 +313,15 @@ class BatchQueue:
                 log.exception("Batch queue %r: ready hook failed", self.name)
                 with self._lock:
                     scheduler._kick_locked(tell)
+
+    def full(self) -> bool:
+        """Whether a one-row task would be refused now (read without the lock: a hint for
+        refusing a request before its inputs are decoded; ``schedule`` decides)."""
+        batches = self._batches
+        return (
+            self._closed
+            or (len(batches) >= self._max_batches and batches[-1].size >= self._execution)
+        )
 
     def run_ready(self) -> float | None:
         """Run this queue's ready batches on this thread (the ``on_ready`` caller's side).

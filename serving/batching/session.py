@@ -1,4 +1,4 @@
-"""BatchingModel: a loaded version whose signature runs are grouped into batches.
+"""BatchingServable: a loaded version whose signature runs are grouped into batches.
 
 TensorFlow Serving's BatchingSession, over our ``LoadedModel``: each signature gets a queue in
 the shared scheduler; a run that asks for all of a signature's outputs becomes a task of as
@@ -22,21 +22,25 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from runtime.cancellation import Cancellation
+from runtime.cancellation import current as current_run
 from serving.batching import merge
 from serving.batching.loop_runner import loop_batches
 from serving.batching.params import BatchingParams
 from serving.batching.scheduler import BatchQueue, QueueOptions, SharedBatchScheduler, Task
-from serving.requests.call_context import CallInfo, current
+from serving.requests.call_context import current
+from serving.servable import Caller, OnDone, Outputs, has_loops
+
+if TYPE_CHECKING:
+    from runtime.saved_model import LoadedModel
 
 log = logging.getLogger("graphserve")
 
-Outputs = dict[str, np.ndarray]
-OnDone = Callable[[Any, BaseException | None], None]
 _UNBATCHED_WARNING_INTERVAL_S = 120.0  # as upstream: say it, but not on every request
 # A batch whose batch function takes less CPU time than this (on average) runs on the event
 # loop that queued its tasks (``loop_runner``): the thread hand-offs cost more than it. A few
@@ -64,7 +68,7 @@ class _SignatureBatcher:
 
     def __init__(
         self,
-        model: Any,
+        model: LoadedModel,
         key: str,
         params: BatchingParams,
         scheduler: SharedBatchScheduler,
@@ -100,18 +104,18 @@ class _SignatureBatcher:
         inputs = merge.merge_inputs(
             [task.payload for task in tasks], batch_size, self.params.pad_variable_length_inputs
         )
-        outputs = self.model.run(self.key, inputs)
+        outputs = self.model.run(self.key, inputs, checked=True)
         self.queue.stats.record_padding(rows, batch_size - rows)
         return merge.split_outputs(outputs, sizes, batch_size)
 
 
-class BatchingModel:
-    """Looks like the ``LoadedModel`` it wraps (``signatures``, ``signature``, ``run``,
-    ``close``) and adds ``submit``, the non-blocking run for event loops."""
+class BatchingServable:
+    """A version whose runs of a signature's full output set are queued for batches; a
+    ``Servable`` (``serving.servable``)."""
 
     def __init__(
         self,
-        model: Any,
+        model: LoadedModel,
         scheduler: SharedBatchScheduler,
         params: BatchingParams,
         name: str,
@@ -119,22 +123,20 @@ class BatchingModel:
         self.model = model
         self.params = params
         self.signatures = model.signatures
+        self.meta_graph = model.meta_graph
+        self.bounded = not has_loops(model)
         self._batchers = {
             key: _SignatureBatcher(model, key, params, scheduler, f"{name}/{key}")
             for key in model.signatures
         }
         self._last_unbatched_warning = 0.0
 
-    def __getattr__(self, attribute: str) -> Any:
-        # export_dir, meta_graph, session, ...: the wrapped version's own.
-        return getattr(self.model, attribute)
-
-    def signature(self, key: str) -> Any:
-        return self.model.signature(key)
-
     def batches(self, key: str, output_aliases: Sequence[str] | None) -> bool:
-        """Whether such a run is queued (else ``submit`` runs it on the caller's thread)."""
         return self._batcher(key, output_aliases) is not None
+
+    def admits(self, key: str) -> bool:
+        batcher = self._batchers.get(key)
+        return batcher is None or not batcher.queue.full()
 
     def _batcher(self, key: str, output_aliases: Sequence[str] | None) -> _SignatureBatcher | None:
         batcher = self._batchers.get(key)
@@ -157,14 +159,12 @@ class BatchingModel:
         inputs: Mapping[str, np.ndarray],
         output_aliases: Sequence[str] | None,
         on_done: OnDone,
-        call: CallInfo | None = None,
+        caller: Caller | None,
     ) -> None:
-        """Queue one run; ``on_done(outputs, None)`` or ``on_done(None, error)`` follows once,
-        from a batch thread (or from this thread when the run is refused or unbatched).
-
-        Called on an event loop's thread, the batch may run on that loop (when the queue's
-        batches are cheap, ``loop_runner``): ``on_done`` must not be waited for there."""
-        self._submit(key, inputs, output_aliases, on_done, call, on_loop=True)
+        """Queue one run (see ``Servable.submit``). Called on an event loop's thread, the
+        batch may run on that loop (when the queue's batches are cheap, ``loop_runner``):
+        ``on_done`` must not be waited for there."""
+        self._submit(key, inputs, output_aliases, on_done, caller, on_loop=True)
 
     def _submit(
         self,
@@ -172,7 +172,7 @@ class BatchingModel:
         inputs: Mapping[str, np.ndarray],
         output_aliases: Sequence[str] | None,
         on_done: OnDone,
-        call: CallInfo | None,
+        caller: Caller | None,
         on_loop: bool,
     ) -> None:
         batcher = self._batcher(key, output_aliases)
@@ -182,8 +182,8 @@ class BatchingModel:
                     merge.task_size(inputs),
                     inputs,
                     on_done,
-                    call.deadline if call is not None else None,
-                    call.cancelled if call is not None else None,
+                    caller.deadline if caller is not None else None,
+                    caller.cancelled if caller is not None else None,
                 )
                 loop = asyncio._get_running_loop() if on_loop else None
                 if loop is not None and batcher.loop_runs():
@@ -191,7 +191,7 @@ class BatchingModel:
                 else:
                     batcher.queue.schedule(task)
                 return
-            outputs = self.model.run(key, inputs, output_aliases)
+            outputs = self.model.run(key, inputs, output_aliases, checked=True)
         except Exception as err:  # noqa: BLE001 - refused or failed here: the caller hears it
             on_done(None, err)
             return
@@ -202,15 +202,18 @@ class BatchingModel:
         key: str,
         inputs: Mapping[str, np.ndarray],
         output_aliases: Sequence[str] | None = None,
+        cancellation: Cancellation | None = None,
     ) -> Outputs:
-        """The blocking run: queue it and wait for its batch."""
+        """The blocking run: queue it and wait for its batch (the caller's deadline is the
+        current call context's)."""
         if self._batcher(key, output_aliases) is None:
-            outputs: Outputs = self.model.run(key, inputs, output_aliases)
-            return outputs
+            return self.model.run(
+                key, inputs, output_aliases, cancellation or current_run(), checked=True
+            )
         done = threading.Event()
         answer: list[Any] = [None, None]
 
-        def on_done(result: Any, error: BaseException | None) -> None:
+        def on_done(result: Outputs | None, error: BaseException | None) -> None:
             answer[0], answer[1] = result, error
             done.set()
 

@@ -7,17 +7,22 @@ for the contract every method follows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Self, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, Self, TypeVar
 
 import grpc
 import numpy as np
 from google.protobuf.message import Message
 
 from protos.tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
     get_model_status_pb2,
+    model_management_pb2,
     model_service_pb2_grpc,
+    predict_pb2,
     prediction_service_pb2_grpc,
+    regression_pb2,
 )
 from serving.client import grpc_messages as messages
 from serving.client.base import DEFAULT_TIMEOUT_S, check_selection, check_timeout
@@ -26,6 +31,7 @@ from serving.client.examples import ExampleLike
 from serving.client.grpc_messages import ModelEntry, ModelServerConfig
 from serving.client.results import VersionStatus
 
+Request = TypeVar("Request", bound=Message)
 Response = TypeVar("Response", bound=Message)
 # Models answer with tensors far above gRPC's 4 MiB default; TensorFlow Serving itself allows
 # up to 2 GiB both ways.
@@ -36,6 +42,33 @@ def _error(err: grpc.RpcError) -> ServingError:
     code = err.code() if isinstance(err, grpc.Call) else grpc.StatusCode.UNKNOWN
     details = err.details() if isinstance(err, grpc.Call) else str(err)
     return error_for(code.value[0], details or code.name)
+
+
+class _PredictionService(Protocol):
+    """The calls this client makes through the generated ``PredictionServiceStub``."""
+
+    Predict: grpc.UnaryUnaryMultiCallable[predict_pb2.PredictRequest, predict_pb2.PredictResponse]
+    Classify: grpc.UnaryUnaryMultiCallable[
+        classification_pb2.ClassificationRequest, classification_pb2.ClassificationResponse
+    ]
+    Regress: grpc.UnaryUnaryMultiCallable[
+        regression_pb2.RegressionRequest, regression_pb2.RegressionResponse
+    ]
+    GetModelMetadata: grpc.UnaryUnaryMultiCallable[
+        get_model_metadata_pb2.GetModelMetadataRequest,
+        get_model_metadata_pb2.GetModelMetadataResponse,
+    ]
+
+
+class _ModelService(Protocol):
+    """The calls this client makes through the generated ``ModelServiceStub``."""
+
+    GetModelStatus: grpc.UnaryUnaryMultiCallable[
+        get_model_status_pb2.GetModelStatusRequest, get_model_status_pb2.GetModelStatusResponse
+    ]
+    HandleReloadConfigRequest: grpc.UnaryUnaryMultiCallable[
+        model_management_pb2.ReloadConfigRequest, model_management_pb2.ReloadConfigResponse
+    ]
 
 
 class GrpcClient:
@@ -59,8 +92,10 @@ class GrpcClient:
             else:
                 channel = grpc.secure_channel(target, credentials, arguments)
         self.channel = channel
-        self._predictions = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-        self._models = model_service_pb2_grpc.ModelServiceStub(channel)
+        self._predictions: _PredictionService = prediction_service_pb2_grpc.PredictionServiceStub(
+            channel
+        )
+        self._models: _ModelService = model_service_pb2_grpc.ModelServiceStub(channel)
 
     def close(self) -> None:
         self.channel.close()
@@ -72,7 +107,10 @@ class GrpcClient:
         self.close()
 
     def _call(
-        self, method: Callable[..., Response], request: Message, timeout: float | None
+        self,
+        method: grpc.UnaryUnaryMultiCallable[Request, Response],
+        request: Request,
+        timeout: float | None,
     ) -> Response:
         deadline = check_timeout(timeout, self.timeout)
         try:

@@ -159,13 +159,13 @@ def metadata_request(spec: model_pb2.ModelSpec) -> get_model_metadata_pb2.GetMod
 def metadata(response: get_model_metadata_pb2.GetModelMetadataResponse) -> dict[str, Any]:
     signatures = SignatureDefMap()
     packed = response.metadata.get(_SIGNATURE_DEF)
-    if packed is None or not packed.Is(SignatureDefMap.DESCRIPTOR):
+    # Unpack parses only an Any that holds a SignatureDefMap, and says whether it did.
+    if packed is None or not packed.Unpack(signatures):
         found = packed.type_url if packed is not None else "nothing"
         raise error_for(
             Code.INTERNAL,
             f"metadata[{_SIGNATURE_DEF!r}] should hold a {_SIGNATURE_DEF_MAP_TYPE}; found {found}",
         )
-    packed.Unpack(signatures)
     spec = response.model_spec
     version = spec.version.value if spec.HasField("version") else None
     return metadata_dict(spec.name, version, spec.signature_name, signatures)

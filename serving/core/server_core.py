@@ -18,22 +18,26 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import Self
 
 from runtime.errors import FailedPreconditionError, InvalidArgumentError
 from serving.batching.params import BatchingParams, read_batching_parameters
 from serving.batching.scheduler import SharedBatchScheduler
-from serving.batching.session import BatchingModel
+from serving.batching.session import BatchingServable
 from serving.config import ModelConfig, ServerOptions
 from serving.core.fs_source import FileSystemSource
 from serving.core.manager import AspiredVersionsManager, VersionLoader
 from serving.core.model_format import should_retry_load, tflite_passed_over, unservable_model
 from serving.core.settle import TFLITE_MODEL_FILE
 from serving.core.state_monitor import ServableStateMonitor
-from serving.servable import ServableHandle, ServableId, ServableRequest, ServableState
-
-if TYPE_CHECKING:
-    from runtime.saved_model import LoadedModel
+from serving.servable import (
+    PlainServable,
+    Servable,
+    ServableHandle,
+    ServableId,
+    ServableRequest,
+    ServableState,
+)
 
 log = logging.getLogger("graphserve")
 
@@ -134,16 +138,19 @@ def saved_model_loader(
     replays its warmup requests (through the batcher, as upstream) before it is published; a
     warmup failure fails the load."""
 
-    def load(id: ServableId, path: Path) -> LoadedModel:
+    def load(id: ServableId, path: Path) -> Servable:
         from runtime.saved_model import load_saved_model
         from serving.core.warmup import run_warmup
 
         _check_model_format(id, path, prefer_tflite=options.prefer_tflite_model)
         params = _version_batching(options, path) if scheduler is not None else None
-        model = load_saved_model(path, options.tags)
+        loaded = load_saved_model(path, options.tags)
+        model: Servable
         if params is not None:
             assert scheduler is not None
-            model = BatchingModel(model, scheduler, params, f"{id.name}/{id.version}")
+            model = BatchingServable(loaded, scheduler, params, f"{id.name}/{id.version}")
+        else:
+            model = PlainServable(loaded)
         if options.enable_model_warmup:
             try:
                 run_warmup(

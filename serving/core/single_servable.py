@@ -8,26 +8,22 @@ nothing and ``close`` is never called here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from runtime.errors import InvalidArgumentError, NotFoundError
 from serving.servable import (
     ManagerState,
+    Servable,
     ServableHandle,
     ServableId,
     ServableRequest,
     ServableState,
 )
 
-if TYPE_CHECKING:
-    from runtime.saved_model import LoadedModel
-
 
 class SingleServableManager:
     """Resolves the latest or the exact version of one model to one servable. Thread-safe
     (it holds no mutable state)."""
 
-    def __init__(self, id: ServableId, servable: LoadedModel) -> None:
+    def __init__(self, id: ServableId, servable: Servable) -> None:
         self.id = id
         self.servable = servable
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError
 
@@ -34,10 +33,7 @@ from serving.requests.model_spec import ModelSpec
 from serving.requests.multi_inference import run_multi_inference
 from serving.requests.predict import PredictRequest, predict
 from serving.requests.regress import RegressRequest, regress
-from serving.servable import ServableId
-
-if TYPE_CHECKING:
-    from runtime.saved_model import LoadedModel
+from serving.servable import Servable, ServableId
 
 log = logging.getLogger("graphserve")
 
@@ -54,7 +50,7 @@ def warmup_file(version_dir: str | Path) -> Path:
 
 
 def run_warmup(
-    servable: LoadedModel,
+    servable: Servable,
     version_dir: str | Path,
     *,
     model_name: str,
@@ -110,7 +106,7 @@ def _next_record(reader: RecordReader) -> bytes | None:
         ) from err
 
 
-def _parse(record: bytes, path: Path) -> Any:
+def _parse(record: bytes, path: Path) -> prediction_log_pb2.PredictionLog:
     entry = prediction_log_pb2.PredictionLog()
     try:
         entry.ParseFromString(record)
@@ -133,7 +129,7 @@ class _Replayer:
         id = self.manager.id
         return ModelSpec(id.name, id.version, None, signature_name)
 
-    def replay(self, entry: Any) -> None:
+    def replay(self, entry: prediction_log_pb2.PredictionLog) -> None:
         kind = entry.WhichOneof("log_type")
         if kind is None:
             return

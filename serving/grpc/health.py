@@ -19,8 +19,8 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
+import grpc
 from grpc_health.v1 import health, health_pb2
 
 from serving.grpc.model_service import SERVICE_NAME as MODEL_SERVICE
@@ -32,12 +32,13 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 Readiness = Callable[[], list[str]]  # configured models without an AVAILABLE version
+Context = grpc.aio.ServicerContext[health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse]
 
 _FOLLOW_READINESS = (health.OVERALL_HEALTH, PREDICTION_SERVICE, "PredictionService")
 _ALWAYS_SERVING = (MODEL_SERVICE, "ModelService")
 
 
-class ReadinessHealth(health.aio.HealthServicer):  # type: ignore[misc,name-defined]
+class ReadinessHealth(health.aio.HealthServicer):
     """Create it on the server's event loop (``start`` sets the first statuses)."""
 
     def __init__(self, readiness: Readiness) -> None:
@@ -95,10 +96,12 @@ class ReadinessHealth(health.aio.HealthServicer):  # type: ignore[misc,name-defi
                 for service in _FOLLOW_READINESS:
                     await self.set(service, status)
 
-    async def Check(self, request: Any, context: Any) -> Any:
+    async def Check(
+        self, request: health_pb2.HealthCheckRequest, context: Context
+    ) -> health_pb2.HealthCheckResponse:
         await self.refresh()
         return await super().Check(request, context)
 
-    async def Watch(self, request: Any, context: Any) -> None:
+    async def Watch(self, request: health_pb2.HealthCheckRequest, context: Context) -> None:
         await self.refresh()
         await super().Watch(request, context)

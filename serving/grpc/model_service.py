@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from protos.tensorflow_serving.apis import (
     get_model_status_pb2,
@@ -34,8 +34,9 @@ from runtime.errors import (
 )
 from serving.config import ModelConfig
 from serving.core.state_monitor import ServableStateMonitor
-from serving.grpc.rpc import Call, Rpc
+from serving.grpc.rpc import Rpc
 from serving.requests import proto_convert as convert
+from serving.requests.call_context import CallContext
 from serving.requests.status import get_model_status
 from serving.servable import ManagerState, ServableManager, ServableState
 
@@ -72,12 +73,17 @@ class ModelService:
             ),
         }
 
-    def get_status(self, request: Any, call: Call) -> Any:
-        return convert.status_response(
+    def get_status(
+        self, request: get_model_status_pb2.GetModelStatusRequest, call: CallContext
+    ) -> get_model_status_pb2.GetModelStatusResponse:
+        response: get_model_status_pb2.GetModelStatusResponse = convert.status_response(
             get_model_status(self.core, convert.status_request(request))
         )
+        return response
 
-    def reload_config(self, request: Any, call: Call) -> Any:
+    def reload_config(
+        self, request: model_management_pb2.ReloadConfigRequest, call: CallContext
+    ) -> model_management_pb2.ReloadConfigResponse:
         try:
             self._reload(request, call)
         except OpError as err:
@@ -89,7 +95,7 @@ class ModelService:
             response.metric.add(name=name, int64_value_increase=0)
         return response
 
-    def _reload(self, request: Any, call: Call) -> None:
+    def _reload(self, request: model_management_pb2.ReloadConfigRequest, call: CallContext) -> None:
         if request.config.WhichOneof("config") != "model_config_list":
             raise InvalidArgumentError(
                 "ServerModelConfig type not supported by HandleReloadConfigRequest. Only "
@@ -111,7 +117,7 @@ class ModelService:
         self,
         names: list[str],
         before: dict[str, list[ServableState]],
-        call: Call,
+        call: CallContext,
     ) -> None:
         reached: dict[str, ServableState] = {}
 

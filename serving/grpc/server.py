@@ -5,9 +5,21 @@ and/or a UNIX socket, the same credentials on both (insecure, SSL from an ``SSLC
 ALTS), message sizes up to INT32_MAX both ways, ``--grpc_channel_arguments`` applied on top
 (``k=v,k=v``; values that parse as int32 are passed as ints).
 
+Beyond TensorFlow Serving, connections are bounded by default (each overridable the same way):
+
+* ``grpc.max_connection_idle_ms`` (5 minutes): a connection with no RPC in progress for that
+  long is closed (GOAWAY; clients reconnect on their next RPC);
+* ``grpc.server_handshake_timeout_ms`` (10 s): a connection that has not completed its
+  handshake (TLS, and the client's HTTP/2 preface and SETTINGS) by then is closed;
+* ``grpc.max_allowed_incoming_connections`` (an eighth of the open-file limit, at least 16):
+  further connections are closed as they arrive, so the listener keeps accepting and never
+  runs out of descriptors (the REST listener may take three quarters of them);
+* ``grpc.max_concurrent_streams`` (1024): RPCs in progress on one connection; a client queues
+  the ones beyond it.
+
 The server is grpcio's asyncio flavour on an event loop thread of its own (see ``GrpcServer``);
-``--grpc_max_threads`` (default 4 x CPUs) sizes the executor for blocking work: the RPCs other
-than Predict, and the model runs of versions that do not batch.
+``--grpc_max_threads`` (default 4 x CPUs) sizes the dispatcher's workers for blocking work:
+the RPCs other than Predict, and the model runs of versions that neither batch nor run inline.
 """
 
 from __future__ import annotations
@@ -26,12 +38,13 @@ from grpc_reflection.v1alpha import reflection
 
 from runtime.errors import InvalidArgumentError
 from serving.grpc import model_service, prediction_service
-from serving.grpc.executor import CallExecutor
 from serving.grpc.health import ReadinessHealth
 from serving.grpc.model_service import ModelService, ReloadableCore
-from serving.grpc.prediction_service import PredictionOptions, PredictionService
+from serving.grpc.prediction_service import PredictionService
 from serving.grpc.rpc import method_handlers
 from serving.proto_text import read_proto_text_file
+from serving.requests.dispatcher import DEFAULT_MAX_TENSOR_BYTES, Dispatcher, DispatchOptions
+from serving.requests.run_site import INLINE_RUN_S
 
 log = logging.getLogger("graphserve")
 
@@ -41,6 +54,15 @@ MAX_SEND = "grpc.max_send_message_length"
 # grpcio lets a second process bind a port already in use (SO_REUSEPORT) and share its traffic;
 # a second server on the same port should fail to start instead.
 REUSE_PORT = "grpc.so_reuseport"
+MAX_CONNECTION_IDLE = "grpc.max_connection_idle_ms"
+HANDSHAKE_TIMEOUT = "grpc.server_handshake_timeout_ms"
+MAX_CONNECTIONS = "grpc.max_allowed_incoming_connections"
+MAX_STREAMS = "grpc.max_concurrent_streams"
+DEFAULT_MAX_CONNECTION_IDLE_MS = 5 * 60_000
+DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000  # the REST listener's header timeout
+DEFAULT_MAX_STREAMS = 1024
+# Where the hard open-file limit is unlimited, the REST listener raises the soft one to this.
+_UNLIMITED_FILES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -67,14 +89,32 @@ class GrpcFlags(Protocol):
     """The server options ``GrpcOptions.from_server_options`` reads (TensorFlow Serving's
     flag names)."""
 
-    port: int
-    grpc_socket_path: str
-    grpc_max_threads: int
-    grpc_channel_arguments: str
-    ssl_config_file: str
-    use_alts_credentials: bool
-    enable_serialization_as_tensor_content: bool
-    enable_signature_method_name_check: bool
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def grpc_socket_path(self) -> str: ...
+
+    @property
+    def grpc_max_threads(self) -> int: ...
+
+    @property
+    def grpc_channel_arguments(self) -> str: ...
+
+    @property
+    def ssl_config_file(self) -> str: ...
+
+    @property
+    def use_alts_credentials(self) -> bool: ...
+
+    @property
+    def enable_serialization_as_tensor_content(self) -> bool: ...
+
+    @property
+    def enable_signature_method_name_check(self) -> bool: ...
+
+    @property
+    def max_request_tensor_bytes(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -82,7 +122,7 @@ class GrpcOptions:
     port: int = 8500  # TCP port; 0: no TCP listener
     host: str = "0.0.0.0"
     socket_path: str = ""  # UNIX socket, in addition to (or instead of) the port
-    max_threads: int = 0  # executor threads; 0: 4 x CPUs
+    max_threads: int = 0  # the dispatcher's worker threads; 0: 4 x CPUs
     channel_arguments: str = ""  # "k=v,k=v", applied after the defaults below
     max_receive_message_length: int = INT32_MAX
     max_send_message_length: int = INT32_MAX
@@ -90,6 +130,8 @@ class GrpcOptions:
     use_alts_credentials: bool = False
     tensor_content: bool = False  # --enable_serialization_as_tensor_content
     method_name_check: bool = False  # --enable_signature_method_name_check
+    max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES  # decoded tensors of one request
+    inline_run_s: float = INLINE_RUN_S  # see DispatchOptions
     reflection: bool = True
 
     @classmethod
@@ -104,6 +146,7 @@ class GrpcOptions:
             use_alts_credentials=options.use_alts_credentials,
             tensor_content=options.enable_serialization_as_tensor_content,
             method_name_check=options.enable_signature_method_name_check,
+            max_tensor_bytes=options.max_request_tensor_bytes,
         )
 
     @property
@@ -133,12 +176,33 @@ def parse_channel_arguments(text: str) -> list[tuple[str, int | str]]:
     return arguments
 
 
-def server_arguments(options: GrpcOptions) -> list[tuple[str, int | str]]:
-    """The defaults, overridden by the channel arguments (one value per key)."""
+def open_file_limit() -> int:
+    """The open-file limit the server runs with: the hard one, as the REST listener raises the
+    soft limit to it at start."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return _UNLIMITED_FILES if hard == resource.RLIM_INFINITY else int(hard)
+
+
+def connection_cap(open_files: int) -> int:
+    """gRPC connections allowed under an open-file limit: an eighth of it, at least 16."""
+    return max(16, open_files // 8)
+
+
+def server_arguments(
+    options: GrpcOptions, open_files: int | None = None
+) -> list[tuple[str, int | str]]:
+    """The defaults, overridden by the channel arguments (one value per key); ``open_files``
+    (default: ``open_file_limit()``) sizes the connection cap."""
     merged: dict[str, int | str] = {
         MAX_RECEIVE: options.max_receive_message_length,
         MAX_SEND: options.max_send_message_length,
         REUSE_PORT: 0,
+        MAX_CONNECTION_IDLE: DEFAULT_MAX_CONNECTION_IDLE_MS,
+        HANDSHAKE_TIMEOUT: DEFAULT_HANDSHAKE_TIMEOUT_MS,
+        MAX_CONNECTIONS: connection_cap(open_file_limit() if open_files is None else open_files),
+        MAX_STREAMS: DEFAULT_MAX_STREAMS,
     }
     merged.update(parse_channel_arguments(options.channel_arguments))
     return list(merged.items())
@@ -199,7 +263,7 @@ class GrpcServer:
 
     Handlers are coroutines on that one thread: a Predict waiting for its batch holds no
     thread, and the per-request cost is grpcio's asyncio path with no thread hand-offs. Blocking
-    work (the other RPCs, model runs of versions that do not batch) goes to ``executor``,
+    work (the other RPCs, model runs of versions that do not batch) goes to the dispatcher's
     ``--grpc_max_threads`` workers. ``stop(grace)`` is grpcio's: it returns an event that is set
     once the server has stopped.
     """
@@ -213,7 +277,16 @@ class GrpcServer:
         self._credentials = _credentials(options)
         self._core = core
         self._options = options
-        self.executor = CallExecutor(options.threads, thread_name_prefix="grpc")
+        self.dispatcher = Dispatcher(
+            core,
+            DispatchOptions(
+                threads=options.threads,
+                max_tensor_bytes=options.max_tensor_bytes,
+                method_name_check=options.method_name_check,
+                thread_name_prefix="grpc",
+                inline_run_s=options.inline_run_s,
+            ),
+        )
         self._loop = new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="grpc-loop", daemon=True)
         self._server: grpc.aio.Server | None = None
@@ -229,9 +302,9 @@ class GrpcServer:
         finally:
             self._loop.run_until_complete(self._loop.shutdown_asyncgens())
             self._loop.close()
-            # Queued work still runs: a model run must end to release its version (it finds
-            # nobody to answer), and work for a caller who has gone is refused at once.
-            self.executor.shutdown(wait=False)
+            # Queued work is dropped (each dropped run releases its version); runs in progress
+            # were stopped with their callers.
+            self.dispatcher.close()
             self._stopped.set()
 
     def start(self) -> None:
@@ -252,15 +325,12 @@ class GrpcServer:
     async def _start(self) -> tuple[grpc.aio.Server, ReadinessHealth]:
         options, core = self._options, self._core
         server = grpc.aio.server(options=server_arguments(options))
-        predictions = PredictionService(
-            core, PredictionOptions(options.tensor_content, options.method_name_check),
-            self.executor,
-        )
+        predictions = PredictionService(self.dispatcher, options.tensor_content)
         for service, rpcs in (
             (prediction_service.SERVICE_NAME, predictions.rpcs()),
             (model_service.SERVICE_NAME, ModelService(core).rpcs()),
         ):
-            handlers = method_handlers(rpcs, self.executor)
+            handlers = method_handlers(rpcs, self.dispatcher)
             server.add_generic_rpc_handlers(
                 (grpc.method_handlers_generic_handler(service, handlers),)
             )
@@ -290,7 +360,7 @@ class GrpcServer:
         with self._stop_lock:
             if self._stopping or not self._thread.is_alive():
                 if self._thread.ident is None:  # never started
-                    self.executor.shutdown(wait=False)
+                    self.dispatcher.close()
                     self._stopped.set()
                 return self._stopped
             self._stopping = True

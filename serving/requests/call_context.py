@@ -1,9 +1,10 @@
-"""What the transport knows about the caller of a request: its deadline and whether it is gone.
+"""The caller of one request, as the request layer sees it: its deadline, whether it is still
+there, and the ``Cancellation`` that stops the request's model run once it is not.
 
-The request layer's functions take no transport objects, yet the batcher must not compute a
-task nobody waits for. A transport sets the context for the duration of a call (``calling``);
-whoever queues work (the batcher) reads it with ``current()``. It is a contextvar, so it follows
-asyncio tasks and stays per thread for synchronous workers.
+A transport makes one per request (``CallContext.with_timeout`` or with the RPC's deadline) and
+hands it to the dispatcher. Blocking work run for the request (a worker thread's Classify, a
+batching version's blocking run) finds it with ``current()``: ``calling`` sets it for the
+duration of that work. It is a contextvar, so it follows asyncio tasks and stays per thread.
 """
 
 from __future__ import annotations
@@ -12,32 +13,60 @@ import contextvars
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Protocol
+
+from runtime.cancellation import Cancellation
+from runtime.errors import OpError
 
 
-@dataclass(frozen=True)
 class CallContext:
-    deadline: float | None = None  # time.monotonic() value; None: no deadline
-    cancelled: Callable[[], bool] | None = None  # True once the caller has gone
+    """Readable from any thread; ``leave`` and ``stop`` from any thread."""
+
+    __slots__ = ("_gone", "_left", "cancellation", "deadline")
+
+    def __init__(
+        self, deadline: float | None = None, gone: Callable[[], bool] | None = None
+    ) -> None:
+        self.deadline = deadline  # time.monotonic() value; None: no deadline
+        self._gone = gone  # the transport's own view: True once the client has disconnected
+        self._left = False
+        self.cancellation = Cancellation()
 
     @classmethod
     def with_timeout(
-        cls, timeout_s: float | None, cancelled: Callable[[], bool] | None = None
+        cls, timeout_s: float | None, gone: Callable[[], bool] | None = None
     ) -> CallContext:
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        return cls(deadline, cancelled)
+        return cls(None if timeout_s is None else time.monotonic() + timeout_s, gone)
 
-
-class CallInfo(Protocol):
-    """What a queue reads of a caller: ``CallContext``, or anything shaped like it (the async
-    request path passes its run object, which answers ``cancelled`` itself)."""
-
-    @property
-    def deadline(self) -> float | None: ...
+    def cancelled(self) -> bool:
+        """Whether nobody waits for the answer any more."""
+        if self._left:
+            return True
+        gone = self._gone
+        return gone is not None and gone()
 
     @property
-    def cancelled(self) -> Callable[[], bool] | None: ...
+    def polls(self) -> bool:
+        """Whether departure is known only by asking (``cancelled``), not by being told."""
+        return self._gone is not None
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def is_active(self) -> bool:
+        return not self.cancelled() and not self.expired()
+
+    def time_remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def stop(self, error: OpError) -> None:
+        """The caller stopped waiting (deadline, disconnect, shutdown): work not started yet
+        is not started, and a run in progress stops at its next kernel."""
+        self._left = True
+        self.cancellation.cancel(error)
+
+    def leave(self) -> None:
+        """The request has been answered: nothing more runs for it."""
+        self._left = True
 
 
 _current: contextvars.ContextVar[CallContext | None] = contextvars.ContextVar(

@@ -31,6 +31,7 @@ from serving.requests.example_signature import (
     signature_key,
 )
 from serving.requests.model_spec import ModelSpec
+from serving.requests.predict import checked_inputs
 from serving.servable import ServableManager
 
 Classification = list[tuple[bytes, float]]  # (label, score) per class
@@ -124,7 +125,8 @@ def classify(
         model = handle.servable
         aliases = check_classification_signature(find_signature_def(model, key), method_name_check)
         tensor = examples_tensor(request.examples)
-        outputs = model.run(key, {INPUTS: tensor}, aliases)
+        inputs = checked_inputs(model.signatures[key], {INPUTS: tensor})
+        outputs = model.run(key, inputs, aliases)
         classifications = classification_result(
             None if CLASSES not in outputs else np.asarray(outputs[CLASSES]),
             None if SCORES not in outputs else np.asarray(outputs[SCORES]),

@@ -1,8 +1,8 @@
 """Running a model version from an event loop without blocking it.
 
-A batching version (``serving.batching.session.BatchingModel``) takes the task into its queue
-and calls back from a batch thread, so the caller holds no thread while it waits. Any other
-version runs on the given executor. Either way the event loop only waits on a future.
+A batching version (``serving.batching.session.BatchingServable``) takes the task into its
+queue and calls back from a batch thread, so the caller holds no thread while it waits. Any
+other run goes to the worker pool. Either way the event loop only waits on a future.
 
 Answers reach the loop through one ``_Inbox`` per loop: a batch thread finishing a batch of
 many tasks wakes the loop once (one ``call_soon_threadsafe``), not once per task, and the loop
@@ -15,27 +15,28 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
-from typing import Any
 
 import numpy as np
 
 from runtime.errors import CancelledError, DeadlineExceededError
-from serving.requests.call_context import CallContext, current
-from serving.servable import ServableHandle
+from serving.requests.call_context import CallContext
+from serving.servable import Outputs, Servable, ServableHandle
 
-Outputs = dict[str, np.ndarray]
 NOT_RUN_MESSAGE = "The run was cancelled before it started"
-_Answer = tuple["asyncio.Future[Outputs]", Any, "BaseException | None"]
+_Answer = tuple["asyncio.Future[Outputs]", "Outputs | None", "BaseException | None"]
 
 
-def _settle(future: asyncio.Future[Outputs], result: Any, error: BaseException | None) -> None:
+def _settle(
+    future: asyncio.Future[Outputs], result: Outputs | None, error: BaseException | None
+) -> None:
     if future.done():  # the caller stopped waiting (timeout or disconnect)
         return
     if error is not None:
         future.set_exception(error)
     else:
+        assert result is not None
         future.set_result(result)
 
 
@@ -55,7 +56,7 @@ class _Inbox:
         self._pending = False
 
     def put(
-        self, future: asyncio.Future[Outputs], result: Any, error: BaseException | None
+        self, future: asyncio.Future[Outputs], result: Outputs | None, error: BaseException | None
     ) -> None:
         if threading.get_ident() == self._thread:  # answered on the loop itself (refused)
             _settle(future, result, error)
@@ -89,55 +90,60 @@ def _inbox(loop: asyncio.AbstractEventLoop) -> _Inbox:
 
 
 class _Run:
-    """One run in flight: its completion callback (``on_done``) and, for a batching version,
-    its call context (``deadline``, ``cancelled``) in one object."""
+    """One run in flight: its completion callback (``__call__``) and, for a batching version,
+    its caller as the queue sees it (``deadline``, ``cancelled``)."""
 
-    __slots__ = ("_gone", "_handle", "_inbox", "deadline", "waiter")
+    __slots__ = ("_handle", "_inbox", "_timed", "call", "deadline", "waiter")
 
     def __init__(
         self,
         handle: ServableHandle,
         inbox: _Inbox,
         waiter: asyncio.Future[Outputs],
-        call: CallContext | None,
+        call: CallContext,
+        timed: Callable[[float], None] | None,
     ) -> None:
         self._handle = handle
         self._inbox = inbox
         self.waiter = waiter
-        self.deadline = call.deadline if call is not None else None
-        self._gone = call.cancelled if call is not None else None
+        self.call = call
+        self.deadline = call.deadline
+        self._timed = timed
 
-    def __call__(self, result: Any, error: BaseException | None) -> None:  # any thread, once
+    def __call__(self, result: Outputs | None, error: BaseException | None) -> None:
+        # Any thread, once.
         self._handle.release()
         self._inbox.put(self.waiter, result, error)
 
     def cancelled(self) -> bool:
         # A caller that stopped awaiting (timed out, disconnected) is gone too.
-        if self.waiter.done():
-            return True
-        gone = self._gone
-        return gone is not None and gone()
+        return self.waiter.done() or self.call.cancelled()
 
     def run_if_wanted(
         self,
-        model: Any,
+        servable: Servable,
         key: str,
         inputs: Mapping[str, np.ndarray],
         output_aliases: Sequence[str] | None,
     ) -> Outputs:
-        """The unbatched run, on an executor's thread; not started when the caller has gone
-        or its deadline has passed while the run waited for a thread."""
+        """The unbatched run, on a worker thread; not started when the caller has gone or its
+        deadline has passed while the run waited for a thread. ``timed`` hears its CPU time."""
         if self.cancelled():
             raise CancelledError(NOT_RUN_MESSAGE)
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise DeadlineExceededError("Deadline exceeded before the model could be run")
-        outputs: Outputs = model.run(key, inputs, output_aliases)
-        return outputs
+        # This thread's CPU time: on a busy server the wall time of a pool run is mostly
+        # waiting for the GIL, which says nothing about how long the run would hold the loop.
+        start = time.thread_time()
+        try:
+            return servable.run(key, inputs, output_aliases, self.call.cancellation)
+        finally:
+            if self._timed is not None:
+                self._timed(time.thread_time() - start)
 
-    def ran(self, future: Future[Outputs] | asyncio.Future[Outputs]) -> None:
-        """The unbatched run's answer, once the executor is done with it: after whatever the
-        executor does around the run (a run timer), and also when it never ran the work (shut
-        down, or it refused it)."""
+    def ran(self, future: Future[Outputs]) -> None:
+        """The unbatched run's answer, once the pool is done with it (also when it never ran
+        the work: shut down, or it refused it)."""
         if future.cancelled():
             self(None, CancelledError(NOT_RUN_MESSAGE))
             return
@@ -153,44 +159,26 @@ def start_run(
     key: str,
     inputs: Mapping[str, np.ndarray],
     output_aliases: Sequence[str] | None,
-    executor: Executor | None = None,
-    call: CallContext | None = None,
+    pool: Executor,
+    call: CallContext,
+    timed: Callable[[float], None] | None = None,
 ) -> asyncio.Future[Outputs]:
-    """Start a run of the handle's version; the future answers its outputs. Takes over
-    ``handle``: it is released when the run is over, not when the caller stops waiting, so a
-    version is never unloaded under a run still in progress. Event-loop thread only."""
+    """Start a run of the handle's version: queued for a batch when the version batches such
+    runs, else on ``pool``; the future answers its outputs. Takes over ``handle``: it is
+    released when the run is over, not when the caller stops waiting, so a version is never
+    unloaded under a run still in progress. Event-loop thread only."""
     loop = asyncio.get_running_loop()
-    model = handle.servable
+    servable = handle.servable
     waiter: asyncio.Future[Outputs] = loop.create_future()
-    submit = getattr(model, "submit", None)
     try:
-        run = _Run(handle, _inbox(loop), waiter, call or current())
-        batches = getattr(model, "batches", None)  # absent: every run is queued
-        if submit is None or (batches is not None and not batches(key, output_aliases)):
-            if executor is None:  # the loop's default executor, reachable only this way
-                ran: Any = loop.run_in_executor(
-                    None, run.run_if_wanted, model, key, inputs, output_aliases
-                )
-            else:  # nobody awaits the executor's own future: no need to wrap it for the loop
-                ran = executor.submit(run.run_if_wanted, model, key, inputs, output_aliases)
-            ran.add_done_callback(run.ran)
+        run = _Run(handle, _inbox(loop), waiter, call, timed)
+        if servable.batches(key, output_aliases):
+            servable.submit(key, inputs, output_aliases, run, run)
         else:
-            # The run is its own call context: the batcher reads its deadline and asks it
-            # whether the caller is still there.
-            submit(key, inputs, output_aliases, run, run)
+            pool.submit(run.run_if_wanted, servable, key, inputs, output_aliases).add_done_callback(
+                run.ran
+            )
     except BaseException:
         handle.release()
         raise
     return waiter
-
-
-async def run_model(
-    handle: ServableHandle,
-    key: str,
-    inputs: Mapping[str, np.ndarray],
-    output_aliases: Sequence[str] | None,
-    executor: Executor | None = None,
-    call: CallContext | None = None,
-) -> Outputs:
-    """``start_run``, awaited."""
-    return await start_run(handle, key, inputs, output_aliases, executor, call)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from runtime.errors import InvalidArgumentError, UnimplementedError
 from serving.core.single_servable import SingleServableManager
@@ -38,10 +37,7 @@ from serving.requests.regress import (
     check_regression_signature,
     regress,
 )
-from serving.servable import ServableId, ServableManager
-
-if TYPE_CHECKING:
-    from runtime.saved_model import LoadedModel
+from serving.servable import Servable, ServableId, ServableManager
 
 
 @dataclass(frozen=True)
@@ -78,7 +74,7 @@ def multi_inference(
 
 def run_multi_inference(
     id: ServableId,
-    model: LoadedModel,
+    model: Servable,
     request: MultiInferenceRequest,
     *,
     method_name_check: bool = False,

@@ -1,18 +1,16 @@
 """Predict: run a signature of the resolved model version on the request's inputs.
 
-Inputs come either as arrays by alias (gRPC, Python callers) or as an ``InputDecoder`` that
-turns the signature into arrays (REST, whose JSON can only be typed once the signature's input
-dtypes are known). That choice also picks the message for an unknown signature: the decoder
-path fails while parsing, as TensorFlow Serving's REST pre-check does (INVALID_ARGUMENT
-``Serving signature name: "s" not found in signature def``); the array path fails as its
-Predict does (FAILED_PRECONDITION ``Serving signature key "s" not found.``).
+Inputs come as an ``InputDecoder`` from the transport, which types them once the signature is
+known (REST's JSON can only be typed then) and words the error for an unknown signature as
+its TensorFlow Serving counterpart does: REST fails while parsing (INVALID_ARGUMENT ``Serving
+signature name: "s" not found in signature def``), gRPC as its Predict does
+(FAILED_PRECONDITION ``Serving signature key "s" not found.``). The checks here (names, dtypes,
+output filter) are the only ones a request's inputs go through.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,24 +18,50 @@ import numpy as np
 
 from runtime import dtypes
 from runtime.dtypes import DataType
-from runtime.errors import FailedPreconditionError, InvalidArgumentError
-from runtime.saved_model import DEFAULT_SIGNATURE_KEY
-from serving.requests.call_context import CallContext
-from serving.requests.model_runner import start_run
+from runtime.errors import FailedPreconditionError, InvalidArgumentError, OpError
+from runtime.saved_model import DEFAULT_SIGNATURE_KEY, Signature
 from serving.requests.model_spec import ModelSpec
-from serving.servable import ServableHandle, ServableManager
+from serving.servable import Servable, ServableManager
 
 
 class InputDecoder(Protocol):
-    def __call__(self, signature: Any) -> dict[str, np.ndarray]:
-        """Arrays by alias for ``signature`` (a runtime ``Signature``); raises ``OpError``."""
+    """A request's inputs as the transport received them."""
+
+    def cheap(self) -> bool:
+        """Whether decoding costs little enough to be done on the event loop."""
         ...
+
+    def decode(self, signature: Signature, max_bytes: int | None) -> Mapping[str, Any]:
+        """Values by alias for ``signature`` (arrays, or anything ``np.asarray`` takes), at
+        most ``max_bytes`` of tensors in all (None: no limit); raises ``OpError``."""
+        ...
+
+    def unknown_signature(self, key: str) -> OpError:
+        """The error for a signature key the version does not have."""
+        ...
+
+
+class ArrayInputs:
+    """Inputs already typed (Python callers, warmup's protos decoded), refused as gRPC's
+    Predict refuses them."""
+
+    def __init__(self, arrays: Mapping[str, Any]) -> None:
+        self.arrays = arrays
+
+    def cheap(self) -> bool:
+        return True
+
+    def decode(self, signature: Signature, max_bytes: int | None) -> Mapping[str, Any]:
+        return self.arrays
+
+    def unknown_signature(self, key: str) -> OpError:
+        return FailedPreconditionError(f'Serving signature key "{key}" not found.')
 
 
 @dataclass(frozen=True)
 class PredictRequest:
     model_spec: ModelSpec
-    inputs: Mapping[str, Any] | InputDecoder
+    inputs: InputDecoder
     output_filter: Sequence[str] = field(default_factory=tuple)
 
 
@@ -54,7 +78,7 @@ def _join(names: Sequence[str]) -> str:
     return ",".join(sorted(names))
 
 
-def _check_input_names(signature: Any, inputs: Mapping[str, Any]) -> None:
+def _check_input_names(signature: Signature, inputs: Mapping[str, Any]) -> None:
     """TensorFlow Serving's checks and messages (signature ``defaults`` are not supported, so
     every input is required)."""
     expected = signature.inputs
@@ -98,7 +122,10 @@ def _as_array(value: Any, dtype: DataType, alias: str) -> np.ndarray:
     )
 
 
-def _output_aliases(signature: Any, output_filter: Sequence[str]) -> list[str] | None:
+def output_aliases(signature: Signature, output_filter: Sequence[str]) -> list[str] | None:
+    """The outputs to fetch, sorted (None: all of them)."""
+    if not output_filter:
+        return None
     seen: set[str] = set()
     for alias in output_filter:
         if alias not in signature.outputs:
@@ -109,25 +136,33 @@ def _output_aliases(signature: Any, output_filter: Sequence[str]) -> list[str] |
         if alias in seen:
             raise InvalidArgumentError(f"duplicate output tensor alias: {alias}")
         seen.add(alias)
-    return sorted(output_filter) if output_filter else None
+    return sorted(output_filter)
+
+
+def signature_of(servable: Servable, key: str, decoder: InputDecoder) -> Signature:
+    signature = servable.signatures.get(key)
+    if signature is None:
+        raise decoder.unknown_signature(key)
+    return signature
 
 
 _NUMPY_DTYPES = "_numpy_input_dtypes"
 
 
-def _input_dtypes(signature: Any) -> dict[str, np.dtype]:
+def _input_dtypes(signature: Signature) -> dict[str, np.dtype[Any]]:
     """The numpy dtype of each of the signature's inputs, worked out once per signature (kept
     on the signature object, as its own ``input_dtypes`` are)."""
-    store: dict[str, Any] = getattr(signature, "__dict__", {})
-    cached: dict[str, np.dtype] | None = store.get(_NUMPY_DTYPES)
+    store: dict[str, Any] = signature.__dict__
+    cached: dict[str, np.dtype[Any]] | None = store.get(_NUMPY_DTYPES)
     if cached is None:
         cached = {alias: dtypes.to_numpy(spec_.dtype) for alias, spec_ in signature.inputs.items()}
         store[_NUMPY_DTYPES] = cached
     return cached
 
 
-def _checked(signature: Any, raw: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """The inputs by alias as arrays of the signature's dtypes; raises as TensorFlow Serving."""
+def checked_inputs(signature: Signature, raw: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The inputs by alias as arrays of the signature's dtypes, in the signature's alias order;
+    raises as TensorFlow Serving. The model runs them unchecked."""
     wanted = _input_dtypes(signature)
     if len(raw) == len(wanted) and all(alias in raw for alias in wanted):
         # The common case (a decoder's output above all): the right names, already arrays of
@@ -135,7 +170,7 @@ def _checked(signature: Any, raw: Mapping[str, Any]) -> dict[str, np.ndarray]:
         # since reading one may decode it and fail.
         inputs = {alias: raw[alias] for alias in wanted}
         if all(
-            isinstance(value, np.ndarray) and value.dtype == wanted[alias]
+            type(value) is np.ndarray and value.dtype == wanted[alias]
             for alias, value in inputs.items()
         ):
             return inputs
@@ -146,77 +181,31 @@ def _checked(signature: Any, raw: Mapping[str, Any]) -> dict[str, np.ndarray]:
     }
 
 
-def _prepared(
-    model: Any, request: PredictRequest
-) -> tuple[str, dict[str, np.ndarray], list[str] | None]:
-    """The signature key, the checked inputs by alias and the output aliases (None: all)."""
-    key = request.model_spec.signature_name or DEFAULT_SIGNATURE_KEY
-    raw: Mapping[str, Any]
-    if callable(request.inputs):
-        # The runtime's lookup error is the REST pre-check's INVALID_ARGUMENT.
-        signature = model.signature(key)
-        raw = request.inputs(signature)
-    else:
-        signature = model.signatures.get(key)
-        if signature is None:
-            raise FailedPreconditionError(f'Serving signature key "{key}" not found.')
-        raw = request.inputs
-    assert isinstance(raw, Mapping)
-    inputs = _checked(signature, raw)
-    aliases = _output_aliases(signature, request.output_filter) if request.output_filter else None
-    return key, inputs, aliases
+def signature_key(spec: ModelSpec) -> str:
+    return spec.signature_name or DEFAULT_SIGNATURE_KEY
 
 
-def _response(handle: Any, key: str, outputs: Mapping[str, Any]) -> PredictResponse:
+def response(
+    spec: ModelSpec, version: int, key: str, outputs: Mapping[str, Any]
+) -> PredictResponse:
+    """Outputs in sorted alias order, with the resolved version and signature key."""
     if len(outputs) == 1:
         ((alias, value),) = outputs.items()
         ordered = {alias: value if type(value) is np.ndarray else np.asarray(value)}
     else:
         ordered = {alias: np.asarray(outputs[alias]) for alias in sorted(outputs)}
-    return PredictResponse(ModelSpec(handle.id.name, handle.id.version, None, key), ordered)
+    return PredictResponse(ModelSpec(spec.name, version, None, key), ordered)
 
 
-def predict(manager: ServableManager, request: PredictRequest) -> PredictResponse:
-    with manager.handle(request.model_spec.servable_request()) as handle:
-        key, inputs, aliases = _prepared(handle.servable, request)
-        return _response(handle, key, handle.servable.run(key, inputs, aliases))
-
-
-def _start(
-    manager: ServableManager,
-    request: PredictRequest,
-    executor: Executor | None,
-    call: CallContext | None,
-) -> tuple[ServableHandle, str, asyncio.Future[dict[str, np.ndarray]]]:
-    handle = manager.handle(request.model_spec.servable_request())
-    try:
-        key, inputs, aliases = _prepared(handle.servable, request)
-    except BaseException:
-        handle.release()
-        raise
-    return handle, key, start_run(handle, key, inputs, aliases, executor, call)  # releases it
-
-
-async def predict_async(
-    manager: ServableManager,
-    request: PredictRequest,
-    executor: Executor | None = None,
-    call: CallContext | None = None,
+def predict(
+    manager: ServableManager, request: PredictRequest, max_bytes: int | None = None
 ) -> PredictResponse:
-    """``predict`` for an event loop: the checks run here, the model runs in the batcher (when
-    the version batches) or on ``executor``, and the version stays loaded until the run is over,
-    even when the caller stops waiting first."""
-    handle, key, outputs = _start(manager, request, executor, call)
-    return _response(handle, key, await outputs)
-
-
-def predict_outputs_async(
-    manager: ServableManager,
-    request: PredictRequest,
-    executor: Executor | None = None,
-    call: CallContext | None = None,
-) -> asyncio.Future[dict[str, np.ndarray]]:
-    """``predict_async`` for a caller that needs only the outputs, by alias (unordered): the
-    checks run (and raise) at once, the future answers the run. For the per-request cost of a
-    transport's hot path: no coroutine of its own, no response object."""
-    return _start(manager, request, executor, call)[2]
+    """The blocking Predict (warmup, Python callers); transports go through the dispatcher."""
+    spec = request.model_spec
+    with manager.handle(spec.servable_request()) as handle:
+        servable = handle.servable
+        key = signature_key(spec)
+        signature = signature_of(servable, key, request.inputs)
+        aliases = output_aliases(signature, request.output_filter)
+        inputs = checked_inputs(signature, request.inputs.decode(signature, max_bytes))
+        return response(spec, handle.id.version, key, servable.run(key, inputs, aliases))

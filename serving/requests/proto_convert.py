@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from google.protobuf import text_format
@@ -25,8 +25,19 @@ from protos.tensorflow_serving.apis import (
     predict_pb2,
     regression_pb2,
 )
-from runtime.errors import InvalidArgumentError, OpError
-from runtime.tensor_codec import RAW_CONTENT_DTYPES, encode_varint, from_ndarray, to_ndarray
+from runtime.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    OpError,
+    ResourceExhaustedError,
+)
+from runtime.tensor_codec import (
+    RAW_CONTENT_DTYPES,
+    TensorBudget,
+    encode_varint,
+    from_ndarray,
+    to_ndarray,
+)
 from serving.config import ModelConfig, parse_model_server_config
 from serving.requests.classify import Classification, ClassifyRequest, ClassifyResponse
 from serving.requests.example_input import serialized_examples
@@ -44,6 +55,12 @@ from serving.requests.multi_inference import (
 from serving.requests.predict import PredictRequest, PredictResponse
 from serving.requests.regress import RegressRequest, RegressResponse
 from serving.requests.status import GetModelStatusRequest, GetModelStatusResponse
+
+if TYPE_CHECKING:
+    from runtime.saved_model import Signature
+
+# Beyond this, a Predict's tensors are decoded off the event loop (unless they are raw bytes).
+CHEAP_REQUEST_BYTES = 64 << 10
 
 # -- ModelSpec --------------------------------------------------------------------------------
 
@@ -99,8 +116,10 @@ class TensorInputs(Mapping[str, np.ndarray]):
     upstream, followed by what was wrong.
     """
 
-    def __init__(self, protos: Mapping[str, Any]) -> None:
+    def __init__(self, protos: Mapping[str, Any], request_bytes: int = 0) -> None:
         self._protos = protos
+        self._request_bytes = request_bytes
+        self._budget: TensorBudget | None = None
         self._arrays: dict[str, np.ndarray] = {}
 
     def __getitem__(self, alias: str) -> np.ndarray:
@@ -110,7 +129,9 @@ class TensorInputs(Mapping[str, np.ndarray]):
                 raise KeyError(alias)
             proto = self._protos[alias]
             try:
-                array = to_ndarray(proto)
+                array = to_ndarray(proto, max_bytes=self._budget)
+            except ResourceExhaustedError:
+                raise  # too large: not a parsing error
             except OpError as err:
                 raise InvalidArgumentError(
                     f"tensor parsing error: {alias} ({err.message})"
@@ -119,10 +140,22 @@ class TensorInputs(Mapping[str, np.ndarray]):
         return array
 
     def cheap(self) -> bool:
-        """Whether every tensor decodes as a view of its bytes (``to_ndarray``'s fast way)."""
-        return all(
+        """Whether decoding may be done on the event loop: a small request, or every tensor
+        decodes as a view of its bytes (``to_ndarray``'s fast way)."""
+        return self._request_bytes <= CHEAP_REQUEST_BYTES or all(
             p.tensor_content and p.dtype in RAW_CONTENT_DTYPES for p in self._protos.values()
         )
+
+    def decode(self, signature: Signature, max_bytes: int | None) -> Mapping[str, np.ndarray]:
+        """This mapping itself: each tensor decodes when the checks first read it (so a bad
+        tensor fails where TensorFlow Serving fails it), within ``max_bytes`` in all."""
+        self._budget = TensorBudget.of(max_bytes)
+        if not self.cheap():
+            self.decode_all()  # here, off the loop
+        return self
+
+    def unknown_signature(self, key: str) -> OpError:
+        return FailedPreconditionError(f'Serving signature key "{key}" not found.')
 
     def decode_all(self) -> None:
         """Decode every tensor now (on a worker thread, say). A tensor that cannot be decoded
@@ -270,7 +303,8 @@ def status_response(response: GetModelStatusResponse) -> Any:
     out = get_model_status_pb2.GetModelStatusResponse()
     for status in response.model_version_status:
         entry = out.model_version_status.add(version=status.version, state=int(status.state))
-        entry.status.error_code = int(status.error_code)
+        # The generated stub types this field as tensorflow.error.Code; the numbers are ours.
+        entry.status.error_code = status.error_code.value  # type: ignore[assignment]
         if status.error_message:
             entry.status.error_message = status.error_message
     return out

@@ -27,6 +27,7 @@ from serving.requests.example_signature import (
     signature_key,
 )
 from serving.requests.model_spec import ModelSpec
+from serving.requests.predict import checked_inputs
 from serving.servable import ServableManager
 
 
@@ -95,6 +96,7 @@ def regress(
         model = handle.servable
         check_regression_signature(find_signature_def(model, key), method_name_check)
         tensor = examples_tensor(request.examples)
-        outputs = model.run(key, {INPUTS: tensor}, [OUTPUTS])
+        inputs = checked_inputs(model.signatures[key], {INPUTS: tensor})
+        outputs = model.run(key, inputs, [OUTPUTS])
         regressions = regression_result(np.asarray(outputs[OUTPUTS]), len(tensor))
         return RegressResponse(ModelSpec(handle.id.name, handle.id.version, None, key), regressions)

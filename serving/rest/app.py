@@ -1,12 +1,10 @@
-"""The REST transport: TensorFlow Serving's HTTP API as a thin adapter over the request layer.
+"""The REST transport: TensorFlow Serving's HTTP API as one ASGI application over the dispatcher.
 
-One catch-all route takes every request, because TensorFlow Serving's routing (case-insensitive
-``/v1/``, ``:predict`` suffixes, 400 ``Malformed request`` for a wrong method) is not
-expressible as path templates. Each API is: decode the body, call the request layer, encode.
-The inference APIs (``POST ...:predict``, ``:classify``, ``:regress``) are answered by a raw
-ASGI handler in front of FastAPI (``fast_path``), which calls the same ``RestApi.infer``.
-Model runs that are not known to be short go off the event loop (``run_site``: a batching
-version's queue, or a bounded thread pool), so the loop keeps answering while models compute.
+One handler table, written once for every path: the probes, the 404 page outside ``/v1/``,
+CORS preflight, then the API (``routes.parse_route``: TensorFlow Serving's routing, which is
+not expressible as path templates). Each API is: read the body (at most ``max_body_bytes``,
+refused 413 before it is buffered), decode, call the dispatcher, encode. CORS headers, gzip
+bodies and the error boundary live here and nowhere else.
 
 Beyond TensorFlow Serving's API: ``GET /v1/models`` lists every model with its versions' states
 (upstream answers 400 there), and the probes ``GET /healthz`` (the process answers) and
@@ -15,35 +13,25 @@ Beyond TensorFlow Serving's API: ``GET /v1/models`` lists every model with its v
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
-import time
 from collections.abc import Awaitable, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from starlette.requests import Request
-from starlette.responses import Response
 
-from runtime.errors import DeadlineExceededError, NotFoundError, OpError, ResourceExhaustedError
-from serving.requests.call_context import CallContext, calling
+from runtime.errors import InvalidArgumentError, NotFoundError, OpError
+from runtime.saved_model import Signature
+from serving.requests.call_context import CallContext
 from serving.requests.classify import ClassifyRequest, classify
+from serving.requests.dispatcher import DEFAULT_MAX_TENSOR_BYTES, Dispatcher, DispatchOptions
+from serving.requests.failure import out_of_memory
 from serving.requests.metadata import GetModelMetadataRequest, get_model_metadata
 from serving.requests.model_spec import ModelSpec
-from serving.requests.predict import PredictRequest, predict, predict_outputs_async
 from serving.requests.regress import RegressRequest, regress
-from serving.requests.run_site import (
-    INLINE_BODY_BYTES,
-    INLINE_OUTPUT_VALUES,
-    RunSites,
-)
+from serving.requests.run_site import INLINE_RUN_S
 from serving.requests.status import GetModelStatusRequest, GetModelStatusResponse, get_model_status
-from serving.rest.deadline_watch import DeadlineWatch
-from serving.rest.fast_path import RestApp
-from serving.rest.gzip_body import gunzip
 from serving.rest.http_status import http_status
 from serving.rest.json_codec import PredictBody, decode_inputs, parse_predict_body
 from serving.rest.json_encode import encode_predict_response
@@ -54,29 +42,37 @@ from serving.rest.json_examples import (
 )
 from serving.rest.json_status import metadata_json, models_json, probe_json, status_json
 from serving.rest.json_text import error_body
+from serving.rest.request_body import BodyTooLarge, gunzip, read_body
 from serving.rest.routes import API_PATH, Route, parse_route
 from serving.servable import ServableManager
 
 log = logging.getLogger("graphserve")
 
-_JSON = {"Content-Type": "application/json"}
-_CORS = {
-    "Access-Control-Allow-Origin": "*",
-    "Access-Control-Allow-Methods": "POST, GET",
-    "Access-Control-Allow-Headers": "Content-Type",
-}
-_ORIGIN = re.compile(r"https?://")
-HEALTHZ, READYZ = "/healthz", "/readyz"
-TIMED_OUT = "Timed out waiting for notification"
+Scope = Mapping[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Headers = list[tuple[bytes, bytes]]
+
+HEALTHZ, READYZ = b"/healthz", b"/readyz"
 INFERENCE_APIS = ("predict", "classify", "regress")
 _PROBE_METHODS = ("GET", "HEAD")
-# Every method reaches the handler, which answers the ones the API lacks as malformed.
-_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]
+_CORS: Headers = [
+    (b"access-control-allow-origin", b"*"),
+    (b"access-control-allow-methods", b"POST, GET"),
+    (b"access-control-allow-headers", b"Content-Type"),
+]
+_JSON = (b"content-type", b"application/json")
+_ORIGIN = re.compile(rb"https?://")
 # libevent's default error page, which TensorFlow Serving sends for paths outside /v1/.
 _NOT_FOUND_HTML = (
-    "<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n<H1>Not Found</H1>\n"
-    "</BODY></HTML>\n"
+    b"<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n<H1>Not Found</H1>\n"
+    b"</BODY></HTML>\n"
 )
+INLINE_BODY_BYTES = 16 << 10  # larger bodies are parsed and decoded off the loop
+INLINE_OUTPUT_VALUES = 512  # larger outputs are written to JSON off the loop (~0.2 ms and up)
+_MAX_ROUTES = 4096  # paths come from clients: forget them all rather than grow without bound
+# TensorFlow Serving caps an uncompressed gzip body at 100 MiB; a plain body gets the same cap.
+DEFAULT_MAX_BODY_BYTES = 100 << 20
 
 
 @dataclass(frozen=True)
@@ -86,6 +82,9 @@ class RestOptions:
     enable_cors: bool = False
     # --enable_signature_method_name_check: classify/regress also require their method name.
     signature_method_name_check: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # larger bodies (sent or inflated) answer 413
+    max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES
+    inline_run_s: float = INLINE_RUN_S  # see DispatchOptions
 
 
 Readiness = Callable[[], list[str]]  # configured models without an AVAILABLE version
@@ -96,16 +95,26 @@ def _all_ready() -> list[str]:
 
 
 class JsonInputs:
-    """The request layer's input decoder for a parsed JSON body."""
+    """A parsed JSON body as the dispatcher's input decoder."""
 
-    def __init__(self, body: PredictBody) -> None:
+    __slots__ = ("_cheap", "body")
+
+    def __init__(self, body: PredictBody, cheap: bool) -> None:
         self.body = body
+        self._cheap = cheap
 
-    def __call__(self, signature: Any) -> dict[str, np.ndarray]:
-        return decode_inputs(self.body, signature.input_dtypes)
+    def cheap(self) -> bool:
+        return self._cheap
+
+    def decode(self, signature: Signature, max_bytes: int | None) -> dict[str, np.ndarray]:
+        return decode_inputs(self.body, signature.input_dtypes, max_bytes=max_bytes)
+
+    def unknown_signature(self, key: str) -> OpError:
+        # TensorFlow Serving's REST pre-check, before the JSON is typed.
+        return InvalidArgumentError(f'Serving signature name: "{key}" not found in signature def')
 
 
-def _caller_gone(receive: Any) -> Callable[[], bool] | None:
+def _caller_gone(receive: Receive) -> Callable[[], bool] | None:
     """Whether the client has gone, read from uvicorn's request cycle (the object behind its
     ``receive``), which marks itself disconnected when the connection drops. Watching
     ``receive()`` for ``http.disconnect`` instead would take a second task per request. Other
@@ -124,7 +133,7 @@ def _values(outputs: Mapping[str, np.ndarray]) -> int:
 
 
 class RestApi:
-    """The handlers; holds the manager, the readiness callback and the worker pool."""
+    """The APIs: bodies in, bodies out; raises ``OpError``."""
 
     def __init__(
         self, manager: ServableManager, options: RestOptions, readiness: Readiness = _all_ready
@@ -132,23 +141,47 @@ class RestApi:
         self.manager = manager
         self.options = options
         self.readiness = readiness
-        self.pool = ThreadPoolExecutor(options.num_threads, thread_name_prefix="rest")
+        self.dispatcher = Dispatcher(
+            manager,
+            DispatchOptions(
+                threads=options.num_threads,
+                max_tensor_bytes=options.max_tensor_bytes,
+                method_name_check=options.signature_method_name_check,
+                thread_name_prefix="rest",
+                inline_run_s=options.inline_run_s,
+            ),
+        )
         self._timeout_s = options.timeout_in_ms / 1000 if options.timeout_in_ms > 0 else None
-        self.sites = RunSites()
-        self._deadlines = DeadlineWatch()
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.dispatcher.close()
 
-    # -- the APIs (synchronous) -------------------------------------------------------------
+    def call(self, receive: Receive) -> CallContext:
+        return CallContext.with_timeout(self._timeout_s, _caller_gone(receive))
 
-    def predict(self, route: Route, body: bytes) -> bytes:
-        parsed = parse_predict_body(body)
-        spec = ModelSpec(route.model_name, route.version, route.label, parsed.signature_name)
-        response = predict(self.manager, PredictRequest(spec, JsonInputs(parsed)))
+    async def predict(self, route: Route, body: bytes, call: CallContext) -> bytes:
+        small = len(body) <= INLINE_BODY_BYTES
+        if small:
+            parsed = parse_predict_body(body)
+        else:
+            parsed = await self.dispatcher.offload(parse_predict_body, body)
+        response = await self.dispatcher.predict(
+            route.model_name, route.version, route.label, parsed.signature_name,
+            JsonInputs(parsed, small), (), call,
+        )
+        if _values(response.outputs) > INLINE_OUTPUT_VALUES:
+            return await self.dispatcher.offload(
+                encode_predict_response, response.outputs, parsed.format
+            )
         return encode_predict_response(response.outputs, parsed.format)
 
-    def classify(self, route: Route, body: bytes) -> bytes:
+    async def classify(self, route: Route, body: bytes, call: CallContext) -> bytes:
+        return await self.dispatcher.blocking(call, self._classify, route, body)
+
+    async def regress(self, route: Route, body: bytes, call: CallContext) -> bytes:
+        return await self.dispatcher.blocking(call, self._regress, route, body)
+
+    def _classify(self, route: Route, body: bytes) -> bytes:
         parsed = parse_examples_body(body)
         spec = ModelSpec(route.model_name, route.version, route.label, parsed.signature_name)
         response = classify(
@@ -158,7 +191,7 @@ class RestApi:
         )
         return encode_classify_response(response.classifications)
 
-    def regress(self, route: Route, body: bytes) -> bytes:
+    def _regress(self, route: Route, body: bytes) -> bytes:
         parsed = parse_examples_body(body)
         spec = ModelSpec(route.model_name, route.version, route.label, parsed.signature_name)
         response = regress(
@@ -187,7 +220,7 @@ class RestApi:
                 listed.append((name, GetModelStatusResponse(())))
         return models_json(listed)
 
-    def probe(self, path: str) -> tuple[bytes, int]:
+    def probe(self, path: bytes) -> tuple[bytes, int]:
         if path == HEALTHZ:
             return probe_json("alive"), 200
         not_ready = sorted(self.readiness())
@@ -195,127 +228,123 @@ class RestApi:
             return probe_json("not ready", not_ready), 503
         return probe_json("ready"), 200
 
-    # -- inference, off the event loop unless known to be short -----------------------------
 
-    def infer(self, route: Route, body: bytes, receive: Any = None) -> Awaitable[bytes]:
-        """The response body of an inference API (awaitable); raises OpError. ``receive`` (the
-        request's ASGI receive) tells a batching version whether the client is still there."""
-        if route.api == "predict" and len(body) <= INLINE_BODY_BYTES:
-            return self._predict(route, body, receive)
-        return self._infer_in_pool(route, body, receive)
+async def _respond(send: Send, status: int, headers: Headers, body: bytes) -> None:
+    headers.append((b"content-length", b"%d" % len(body)))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
-    async def _infer_in_pool(self, route: Route, body: bytes, receive: Any) -> bytes:
-        call = CallContext.with_timeout(self._timeout_s, _caller_gone(receive))
-        fn = getattr(self, route.api)
-        return await self._in_pool(self._calling, call, fn, route, body)
 
-    async def _predict(self, route: Route, body: bytes, receive: Any) -> bytes:
-        parsed = parse_predict_body(body)
-        site = self.sites.get(route, parsed.signature_name)
-        request = PredictRequest(site.spec, JsonInputs(parsed))
-        if site.inline():
-            # CPU time, not wall time: a preempted run (other processes share the cores) did
-            # not block the loop any longer than it would have anyway.
-            start = time.thread_time()
-            try:
-                outputs = predict(self.manager, request).outputs
-            finally:
-                site.record(time.thread_time() - start)
-        else:
-            executor = site.executor(self.pool)
-            call = CallContext.with_timeout(self._timeout_s, _caller_gone(receive))
-            deadline = call.deadline
-            if deadline is None:
-                outputs = await predict_outputs_async(self.manager, request, executor, call)
-            else:
-                # The REST timeout as asyncio.timeout gives it (the request's task is cancelled
-                # at the deadline), from one timer for all requests (no timer per request).
-                task = asyncio.current_task()
-                assert task is not None
-                deadlines = self._deadlines
-                deadlines.watch(task, deadline)
-                try:
-                    outputs = await predict_outputs_async(self.manager, request, executor, call)
-                except asyncio.CancelledError:
-                    if deadlines.done(task):
-                        raise DeadlineExceededError(TIMED_OUT) from None
-                    raise
-                except ResourceExhaustedError:
-                    # The batcher dropped the task at the deadline just before the loop's own
-                    # timer fired: the same timeout, answered the same way.
-                    if time.monotonic() >= deadline:
-                        raise DeadlineExceededError(TIMED_OUT) from None
-                    raise
-                finally:
-                    deadlines.done(task)
-            executor.learned()
-        if _values(outputs) > INLINE_OUTPUT_VALUES:
-            return await self._in_pool(encode_predict_response, outputs, parsed.format)
-        return encode_predict_response(outputs, parsed.format)
+class RestApp:
+    """The ASGI application. ``api`` is the ``RestApi``; ``close`` stops its worker pool."""
 
-    @staticmethod
-    def _calling(call: CallContext, fn: Callable[..., bytes], *args: Any) -> bytes:
-        with calling(call):  # a batching version's blocking run queues with the deadline
-            return fn(*args)
+    def __init__(self, api: RestApi) -> None:
+        self.api = api
+        self._cors: Headers = list(_CORS) if api.options.enable_cors else []
+        self._routes: dict[tuple[str, bytes], Route | OpError] = {}
 
-    async def _in_pool(self, fn: Callable[..., bytes], *args: Any) -> bytes:
-        future = asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
-        try:
-            return await asyncio.wait_for(future, self._timeout_s)
-        except TimeoutError:
-            # The run cannot be interrupted; it finishes in the background, unanswered.
-            raise DeadlineExceededError(TIMED_OUT) from None
+    def close(self) -> None:
+        self.api.close()
 
-    # -- HTTP (everything the fast path does not take) -----------------------------------------
-
-    async def _dispatch(self, request: Request, path: str) -> bytes:
-        method = request.method
-        body = await request.body()
-        if "gzip" in request.headers.get("content-encoding", ""):
-            body = gunzip(body)
-        route = parse_route(method, path)
-        if route.api in INFERENCE_APIS:
-            return await self.infer(route, body, request.receive)
-        if route.api == "metadata":
-            return self.metadata(route)
-        if route.api == "models":
-            return self.models()
-        return self.status(route)
-
-    def _probe_response(self, method: str, path: str, headers: dict[str, str]) -> Response:
-        headers.update(_JSON)
-        if method not in _PROBE_METHODS:
-            headers["Allow"] = ", ".join(_PROBE_METHODS)
-            return Response(
-                error_body(f"Method {method} not allowed on {path}"), 405, headers=headers
-            )
-        content, status = self.probe(path)
-        return Response(content, status, headers=headers)
-
-    async def handle(self, request: Request) -> Response:
-        raw_path = request.scope.get("raw_path") or request.url.path.encode()
-        path = raw_path.decode("latin-1")
-        headers = dict(_CORS) if self.options.enable_cors else {}
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # lifespan is off; no websockets
+        path: bytes = scope.get("raw_path") or scope["path"].encode()
+        path = path.split(b"?", 1)[0]
+        method: str = scope["method"]
+        headers = [*self._cors]
         if path in (HEALTHZ, READYZ):
-            try:
-                return self._probe_response(request.method, path, headers)
-            except Exception as err:  # a failing readiness check means not ready, loudly
-                log.exception("Readiness check failed")
-                return Response(error_body(f"{type(err).__name__}: {err}"), 503, headers=headers)
-        if not API_PATH.fullmatch(path):
-            return Response(_NOT_FOUND_HTML, 404, media_type="text/html")
-        if request.method == "OPTIONS":
-            ok = _ORIGIN.search(request.headers.get("origin", "")) is not None
-            return Response(b"", 200 if ok else 400, headers=headers)
-        headers.update(_JSON)
+            await self._probe(method, path, headers, send)
+        elif not API_PATH.fullmatch(path.decode("latin-1")):
+            await _respond(
+                send, 404, [(b"content-type", b"text/html; charset=utf-8")], _NOT_FOUND_HTML
+            )
+        elif method == "OPTIONS":
+            origin = _header(scope, b"origin")
+            ok = origin is not None and _ORIGIN.search(origin) is not None
+            await _respond(send, 200 if ok else 400, headers, b"")
+        else:
+            headers.append(_JSON)
+            content, status = await self._api(method, path, scope, receive, headers)
+            await _respond(send, status, headers, content)
+
+    async def _api(
+        self, method: str, path: bytes, scope: Scope, receive: Receive, headers: Headers
+    ) -> tuple[bytes, int]:
+        """The answer of a ``/v1/`` request; the error boundary of every API."""
+        api = self.api
         try:
-            content, status = await self._dispatch(request, path), 200
+            route = self._route(method, path)
+            limit = api.options.max_body_bytes
+            body = await read_body(receive, limit, _header(scope, b"content-length"))
+            if body is None:
+                return b"", 499  # the client is gone; nobody reads this
+            encoding = _header(scope, b"content-encoding")
+            if encoding is not None and b"gzip" in encoding:
+                body = gunzip(body, limit)
+            if route.api in INFERENCE_APIS:
+                call = api.call(receive)
+                try:
+                    if route.api == "predict":
+                        return await api.predict(route, body, call), 200
+                    if route.api == "classify":
+                        return await api.classify(route, body, call), 200
+                    return await api.regress(route, body, call), 200
+                finally:
+                    call.leave()
+            if route.api == "metadata":
+                return api.metadata(route), 200
+            if route.api == "models":
+                return api.models(), 200
+            return api.status(route), 200
         except OpError as err:
-            content, status = error_body(err.message), http_status(err.code)
+            return error_body(err.message), http_status(err.code)
+        except BodyTooLarge as err:
+            headers.append((b"connection", b"close"))  # the rest of the body is not read
+            return error_body(str(err)), 413
+        except MemoryError as err:
+            error = out_of_memory(err)
+            return error_body(error.message), http_status(error.code)
         except Exception as err:  # the outer boundary: log it, answer like an UNKNOWN error
-            log.exception("Unexpected error serving %s %s", request.method, path)
-            content, status = error_body(f"{type(err).__name__}: {err}"), 500
-        return Response(content, status, headers=headers)
+            log.exception("Unexpected error serving %s %s", method, path.decode("latin-1"))
+            return error_body(f"{type(err).__name__}: {err}"), 500
+
+    def _route(self, method: str, path: bytes) -> Route:
+        key = (method, path)
+        route = self._routes.get(key)
+        if route is None:
+            try:
+                route = parse_route(method, path.decode("latin-1"))
+            except OpError as err:
+                route = err
+            if len(self._routes) >= _MAX_ROUTES:
+                self._routes = {}
+            self._routes[key] = route
+        if isinstance(route, OpError):
+            raise type(route)(route.message)
+        return route
+
+    async def _probe(self, method: str, path: bytes, headers: Headers, send: Send) -> None:
+        headers.append(_JSON)
+        if method not in _PROBE_METHODS:
+            headers.append((b"allow", ", ".join(_PROBE_METHODS).encode()))
+            message = f"Method {method} not allowed on {path.decode('latin-1')}"
+            await _respond(send, 405, headers, error_body(message))
+            return
+        try:
+            content, status = self.api.probe(path)
+        except Exception as err:  # a failing readiness check means not ready, loudly
+            log.exception("Readiness check failed")
+            content, status = error_body(f"{type(err).__name__}: {err}"), 503
+        await _respond(send, status, headers, content)
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    """The first value of header ``name`` (lower case), as Starlette's headers give it."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
 
 
 def create_app(
@@ -323,11 +352,4 @@ def create_app(
     options: RestOptions | None = None,
     readiness: Readiness = _all_ready,
 ) -> RestApp:
-    """The FastAPI application (``app.state.rest_api`` is the ``RestApi``), with the inference
-    APIs answered before FastAPI's own request handling."""
-    api = RestApi(manager, options or RestOptions(), readiness)
-    app = RestApp(docs_url=None, redoc_url=None, openapi_url=None)
-    app.router.add_route("/{path:path}", api.handle, methods=_METHODS, include_in_schema=False)
-    app.state.rest_api = api
-    app.enable_fast_path(api, api.options.enable_cors)
-    return app
+    return RestApp(RestApi(manager, options or RestOptions(), readiness))

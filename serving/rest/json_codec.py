@@ -6,7 +6,10 @@ signature up between the two steps. Row (``instances``) and columnar (``inputs``
 ``{"b64": ...}`` strings, NaN/Infinity tokens, and every 400 message with TensorFlow's wording.
 
 Tensor values are decoded by ``json_tensor``; this module handles the document and the two
-formats.
+formats. ``decode_inputs`` takes the request's byte limit (an ``int`` or a ``TensorBudget``
+shared with the rest of the request) and charges every tensor it decodes against it; a value
+nested deeper than a tensor's dimensions is INVALID_ARGUMENT, and running out of memory while
+decoding is RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from runtime.dtypes import DataType
-from runtime.errors import InvalidArgumentError, OpError
+from runtime.errors import InvalidArgumentError, OpError, from_memory_error
+from runtime.tensor_codec import TensorBudget
 from serving.rest.json_tensor import (
     decode_tensor,
     dense_shape,
@@ -75,7 +79,7 @@ def _is_element_object(value: Any) -> bool:
 
 
 def _careful_instances(
-    instances: list[Any], input_dtypes: Mapping[str, DataType]
+    instances: list[Any], input_dtypes: Mapping[str, DataType], budget: TensorBudget | None
 ) -> dict[str, np.ndarray]:
     names = sorted(input_dtypes)
     wanted = set(names)
@@ -87,7 +91,7 @@ def _careful_instances(
     def add_item(item: Any, name: str) -> None:
         if name not in input_dtypes:
             raise InvalidArgumentError(f"JSON object: does not have named input: {name}")
-        shape = dense_shape(item)
+        shape = dense_shape(item, outer_dims=1)  # the 'instances' list is dimension 0
         out: list[Any] = []
         fill(item, 0, shape, input_dtypes[name], out)
         if name not in sizes:
@@ -135,13 +139,25 @@ def _careful_instances(
                     f"Error: {err.status_text()}"
                 ) from None
     return {
-        name: to_array(values[name], [len(instances), *shapes[name]], input_dtypes[name])
+        name: to_array(values[name], [len(instances), *shapes[name]], input_dtypes[name], budget)
         for name in values
     }
 
 
+def _charged(
+    tensors: dict[str, np.ndarray], input_dtypes: Mapping[str, DataType], budget: TensorBudget | None
+) -> dict[str, np.ndarray]:
+    if budget is not None:
+        for name, tensor in tensors.items():
+            budget.charge(tensor.nbytes, tensor.shape, input_dtypes[name])
+    return tensors
+
+
 def _from_instances(
-    instances: list[Any], input_dtypes: Mapping[str, DataType], has_bools: bool
+    instances: list[Any],
+    input_dtypes: Mapping[str, DataType],
+    has_bools: bool,
+    budget: TensorBudget | None,
 ) -> dict[str, np.ndarray]:
     if not isinstance(instances[0], dict) and len(input_dtypes) > 1:
         raise InvalidArgumentError(
@@ -155,16 +171,19 @@ def _from_instances(
             columns = {n: [e[n] for e in instances] for n in names}
             fast = {n: fast_tensor(columns[n], input_dtypes[n], has_bools) for n in names}
             if all(t is not None and t.ndim >= 1 for t in fast.values()):
-                return fast  # type: ignore[return-value]
+                return _charged(fast, input_dtypes, budget)  # type: ignore[arg-type]
     else:
         single = fast_tensor(instances, input_dtypes[names[0]], has_bools)
         if single is not None:
-            return {names[0]: single}
-    return _careful_instances(instances, input_dtypes)
+            return _charged({names[0]: single}, input_dtypes, budget)
+    return _careful_instances(instances, input_dtypes, budget)
 
 
 def _from_inputs(
-    inputs: Any, input_dtypes: Mapping[str, DataType], has_bools: bool
+    inputs: Any,
+    input_dtypes: Mapping[str, DataType],
+    has_bools: bool,
+    budget: TensorBudget | None,
 ) -> dict[str, np.ndarray]:
     names = sorted(input_dtypes)
     if not isinstance(inputs, dict) or is_b64_object(inputs):
@@ -173,19 +192,39 @@ def _from_inputs(
                 "inputs is a plain value/list, but expecting an object as multiple input tensors "
                 "required as per tensorinfo_map"
             )
-        return {names[0]: decode_tensor(inputs, input_dtypes[names[0]], has_bools)}
+        return {names[0]: decode_tensor(inputs, input_dtypes[names[0]], has_bools, budget)}
     tensors = {}
     for name in names:
         if name not in inputs:
             raise InvalidArgumentError(f"Missing named input: {name} in 'inputs' object.")
-        tensors[name] = decode_tensor(inputs[name], input_dtypes[name], has_bools)
+        tensors[name] = decode_tensor(inputs[name], input_dtypes[name], has_bools, budget)
     return tensors
 
 
 def decode_inputs(
-    body: PredictBody, input_dtypes: Mapping[str, DataType]
+    body: PredictBody,
+    input_dtypes: Mapping[str, DataType],
+    *,
+    max_bytes: int | TensorBudget | None = None,
 ) -> dict[str, np.ndarray]:
-    """The request's tensors by input alias, typed by the signature's ``input_dtypes``."""
+    """The request's tensors by input alias, typed by the signature's ``input_dtypes``.
+
+    ``max_bytes`` bounds their total size (see ``runtime.tensor_codec.TensorBudget``); a tensor
+    that does not fit is RESOURCE_EXHAUSTED. ``None`` means no limit.
+    """
+    budget = TensorBudget.of(max_bytes)
+    try:
+        return _decode_inputs(body, input_dtypes, budget)
+    except MemoryError as err:
+        raise from_memory_error(err, "the request's tensors") from err
+    except RecursionError:
+        # dense_shape bounds the recursion; this keeps a miss a client error, not a crash.
+        raise InvalidArgumentError("JSON value is nested too deeply to decode") from None
+
+
+def _decode_inputs(
+    body: PredictBody, input_dtypes: Mapping[str, DataType], budget: TensorBudget | None
+) -> dict[str, np.ndarray]:
     document = body.document
     if not input_dtypes:
         raise InvalidArgumentError(
@@ -203,7 +242,7 @@ def decode_inputs(
             raise _format_error(document, "Expecting 'instances' to be an list/array")
         if not instances:
             raise _format_error(document, "No values in 'instances' array")
-        return _from_instances(instances, input_dtypes, body.has_bool_tokens)
+        return _from_instances(instances, input_dtypes, body.has_bool_tokens, budget)
     if "inputs" in document:
-        return _from_inputs(document["inputs"], input_dtypes, body.has_bool_tokens)
+        return _from_inputs(document["inputs"], input_dtypes, body.has_bool_tokens, budget)
     raise InvalidArgumentError("Missing 'inputs' or 'instances' key")

@@ -15,13 +15,20 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from serving.requests.metadata import GetModelMetadataResponse
 from serving.requests.status import GetModelStatusResponse
+
+if TYPE_CHECKING:
+    from google._upb._message import FieldDescriptor as UpbFieldDescriptor
+
+# A message's descriptor is the pure-Python or the upb one, depending on protobuf's backend;
+# both have the attributes read here.
+Field: TypeAlias = "FieldDescriptor | UpbFieldDescriptor"
 
 _INT64_TYPES = {
     FieldDescriptor.TYPE_INT64,
@@ -36,10 +43,10 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, indent=1, ensure_ascii=False) + "\n"
 
 
-def _scalar(field: FieldDescriptor, value: Any) -> Any:
+def _scalar(field: Field, value: Any) -> Any:
     if field.type in _INT64_TYPES:
         return str(value)
-    if field.type == FieldDescriptor.TYPE_ENUM:
+    if field.type == FieldDescriptor.TYPE_ENUM and field.enum_type is not None:
         enum_value = field.enum_type.values_by_number.get(value)
         return enum_value.name if enum_value is not None else value
     if field.type == FieldDescriptor.TYPE_BYTES:
@@ -49,7 +56,7 @@ def _scalar(field: FieldDescriptor, value: Any) -> Any:
     return value
 
 
-def _field_value(message: Message, field: FieldDescriptor) -> Any:
+def _field_value(message: Message, field: Field) -> Any:
     value = getattr(message, field.name)
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
         value_field = field.message_type.fields_by_name["value"]

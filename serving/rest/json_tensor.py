@@ -4,6 +4,12 @@ Regular numeric data takes a fast path (``np.asarray`` over the parsed lists, th
 range check); anything it cannot vouch for (strings, b64 objects, ragged lists, mixed types, a
 JSON ``true``/``false`` anywhere in a numeric request) goes through the careful decoder, which
 follows TensorFlow Serving's value-by-value rules and produces its exact error messages.
+
+Bounds: a value nested deeper than a tensor can have dimensions (``MAX_DIMS``, counting the
+``instances`` list in the row format) is INVALID_ARGUMENT before the careful decoder recurses
+into it (numpy's own conversion on the fast path stops at the same 64), and every decoded tensor
+is charged to the request's ``TensorBudget`` (if it has one) before its array is built, or right
+after numpy built it from lists no bigger than the body.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import numpy as np
 from runtime import dtypes
 from runtime.dtypes import DataType
 from runtime.errors import InvalidArgumentError, UnimplementedError
+from runtime.tensor_codec import STRING_ELEMENT_BYTES, TensorBudget, array_nbytes, check_rank
 from serving.rest.json_text import debug_string, json_type_name
 
 _INT32 = (-(2**31), 2**31)
@@ -85,14 +92,20 @@ def _scalar(value: Any, dtype: DataType) -> Any:
     )
 
 
-def dense_shape(value: Any) -> list[int]:
-    """Dimensions read from the first element at each depth (TensorFlow Serving's rule)."""
+def dense_shape(value: Any, outer_dims: int = 0) -> list[int]:
+    """Dimensions read from the first element at each depth (TensorFlow Serving's rule).
+
+    A value whose nesting, plus ``outer_dims`` dimensions around it (1 for a row of the
+    ``instances`` list), is more than a tensor's dimensions is INVALID_ARGUMENT; this walk is
+    a loop, and it bounds how deep ``fill`` recurses.
+    """
     shape = []
     while isinstance(value, list):
         shape.append(len(value))
         if not value:
             break
         value = value[0]
+    check_rank(len(shape) + outer_dims)
     return shape
 
 
@@ -124,8 +137,17 @@ def fill(value: Any, level: int, shape: list[int], dtype: DataType, out: list[An
         fill(item, level + 1, shape, dtype, out)
 
 
-def to_array(values: list[Any], shape: list[int], dtype: DataType) -> np.ndarray:
+def to_array(
+    values: list[Any], shape: list[int], dtype: DataType, budget: TensorBudget | None = None
+) -> np.ndarray:
+    """The tensor of ``values`` (flat, as ``fill`` made them); charged to ``budget`` first."""
     np_dtype = dtypes.to_numpy(dtype)
+    if budget is not None:
+        if dtype == DataType.DT_STRING:
+            nbytes = sum(map(len, values)) + len(values) * STRING_ELEMENT_BYTES
+        else:
+            nbytes = len(values) * np_dtype.itemsize
+        budget.charge(nbytes, shape, dtype)
     if dtype == DataType.DT_STRING:
         array = np.empty(len(values), dtype=object)
         array[:] = values
@@ -139,11 +161,11 @@ def to_array(values: list[Any], shape: list[int], dtype: DataType) -> np.ndarray
     return array.reshape(shape)
 
 
-def _careful_tensor(value: Any, dtype: DataType) -> np.ndarray:
+def _careful_tensor(value: Any, dtype: DataType, budget: TensorBudget | None) -> np.ndarray:
     shape = dense_shape(value)
     values: list[Any] = []
     fill(value, 0, shape, dtype, values)
-    return to_array(values, shape, dtype)
+    return to_array(values, shape, dtype, budget)
 
 
 def fast_tensor(value: Any, dtype: DataType, has_bool_tokens: bool) -> np.ndarray | None:
@@ -170,6 +192,14 @@ def fast_tensor(value: Any, dtype: DataType, has_bool_tokens: bool) -> np.ndarra
     return array.astype(dtypes.to_numpy(dtype), copy=False)
 
 
-def decode_tensor(value: Any, dtype: DataType, has_bool_tokens: bool) -> np.ndarray:
+def decode_tensor(
+    value: Any, dtype: DataType, has_bool_tokens: bool, budget: TensorBudget | None = None
+) -> np.ndarray:
+    """One JSON value as a tensor of ``dtype``, charged to ``budget`` when there is one."""
     fast = fast_tensor(value, dtype, has_bool_tokens)
-    return fast if fast is not None else _careful_tensor(value, dtype)
+    if fast is None:
+        return _careful_tensor(value, dtype, budget)
+    if budget is not None:
+        # numpy built it from the parsed lists, which the body's size already bounds.
+        budget.charge(array_nbytes(fast), fast.shape, dtype)
+    return fast

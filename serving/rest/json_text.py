@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from runtime.errors import InvalidArgumentError
+from runtime.errors import InvalidArgumentError, from_memory_error
 
 _DECODER = json.JSONDecoder()
 _WS = re.compile(r"[ \t\n\r]*")
@@ -316,9 +316,12 @@ def parse_json(body: bytes) -> Any:
     the exact messages.
     """
     try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return parse_json_reference(body)
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return parse_json_reference(body)
+    except MemoryError as err:
+        raise from_memory_error(err, "the parsed JSON body") from err
 
 
 def parse_json_reference(body: bytes) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -12,10 +13,15 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from protos.tensorflow.core.framework import tensor_pb2, types_pb2
-from runtime import dtypes
+from runtime import dtypes, tensor_codec
 from runtime.dtypes import DataType
-from runtime.errors import InvalidArgumentError, UnimplementedError
-from runtime.tensor_codec import from_ndarray, make_tensor_proto, to_ndarray
+from runtime.errors import (
+    InvalidArgumentError,
+    ResourceExhaustedError,
+    UnimplementedError,
+    from_memory_error,
+)
+from runtime.tensor_codec import TensorBudget, from_ndarray, make_tensor_proto, to_ndarray
 from tests.runtime.checkpoint.recorded import assert_same_tensor, unpack_array
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tensor_protos.npz"
@@ -211,3 +217,137 @@ def test_string_round_trip_property(items: list[bytes]) -> None:
     value = np.empty(len(items), dtype=object)
     value[:] = items
     assert_same_tensor(to_ndarray(from_ndarray(value)), value)
+
+
+# -- limits: dimensions, element counts and bytes are checked before anything is allocated
+
+
+def _shaped(dt: Any, shape: list[int], **fields: Any) -> tensor_pb2.TensorProto:
+    proto = tensor_pb2.TensorProto(dtype=dt, **fields)
+    proto.tensor_shape.SetInParent()
+    for size in shape:
+        proto.tensor_shape.dim.add(size=size)
+    return proto
+
+
+def test_a_tiny_message_for_a_huge_tensor_is_refused_before_allocating() -> None:
+    proto = _shaped(types_pb2.DT_FLOAT, [2**40, 8], float_val=[1.0])
+    with pytest.raises(ResourceExhaustedError) as info:
+        to_ndarray(proto, max_bytes=2**31 - 1)
+    assert info.value.message == (
+        "Tensor of shape [1099511627776,8] and type float needs 35184372088832 bytes, more than "
+        "the 2147483647 allowed per request"
+    )
+
+
+def test_without_a_limit_what_numpy_cannot_address_is_still_refused() -> None:
+    with pytest.raises(ResourceExhaustedError) as info:
+        to_ndarray(_shaped(types_pb2.DT_FLOAT, [2**61, 2], float_val=[1.0]))
+    assert info.value.message == (
+        f"OOM when allocating tensor with shape[{2**61},2] and type float"
+    )
+
+
+def test_a_memory_error_while_decoding_is_resource_exhausted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_memory(*args: Any) -> np.ndarray:
+        raise MemoryError("Unable to allocate")
+
+    monkeypatch.setattr(tensor_codec, "_from_fields", no_memory)
+    with pytest.raises(ResourceExhaustedError) as info:
+        to_ndarray(_shaped(types_pb2.DT_FLOAT, [1000, 3], float_val=[1.0]))
+    assert info.value.message == "OOM when allocating tensor with shape[1000,3] and type float"
+
+
+def test_more_than_64_dimensions_is_invalid() -> None:
+    message = "Tensor has 65 dimensions, more than the 64 allowed"
+    with pytest.raises(InvalidArgumentError, match=f"^{message}$"):
+        to_ndarray(_shaped(types_pb2.DT_FLOAT, [1] * 65, float_val=[1.0]))
+    # raw bytes that exactly fill the shape take a shortcut; it checks the rank too
+    with pytest.raises(InvalidArgumentError, match=f"^{message}$"):
+        to_ndarray(_shaped(types_pb2.DT_FLOAT, [1] * 65, tensor_content=b"\0" * 4))
+    with pytest.raises(InvalidArgumentError, match="Tensor has 1000 dimensions"):
+        to_ndarray(_shaped(types_pb2.DT_STRING, [1] * 1000))
+
+
+def test_64_dimensions_are_fine() -> None:
+    for proto in (
+        _shaped(types_pb2.DT_FLOAT, [1] * 64, float_val=[2.5]),
+        _shaped(types_pb2.DT_FLOAT, [1] * 64, tensor_content=np.float32(2.5).tobytes()),
+    ):
+        out = to_ndarray(proto, max_bytes=4)
+        assert out.shape == (1,) * 64 and out.reshape(-1).tolist() == [2.5]
+
+
+def test_an_element_count_past_int64_is_invalid() -> None:
+    with pytest.raises(InvalidArgumentError, match="has too many elements"):
+        to_ndarray(_shaped(types_pb2.DT_FLOAT, [2**32, 2**32], float_val=[1.0]))
+    with pytest.raises(InvalidArgumentError, match="has too many elements"):
+        to_ndarray(_shaped(types_pb2.DT_INT8, [2**62] * 64), max_bytes=10)
+
+
+def test_an_empty_shape_numpy_cannot_represent_is_invalid() -> None:
+    with pytest.raises(InvalidArgumentError, match="cannot be represented"):
+        to_ndarray(_shaped(types_pb2.DT_FLOAT, [0, 2**62]))
+    # TensorFlow ignores the content of a tensor with no elements
+    out = to_ndarray(_shaped(types_pb2.DT_FLOAT, [0, 3], tensor_content=b"\0" * 8), max_bytes=0)
+    assert out.shape == (0, 3)
+
+
+def test_one_budget_is_shared_by_the_tensors_of_a_request() -> None:
+    budget = TensorBudget(100)
+    first = to_ndarray(from_ndarray(np.zeros(15, np.float32)), max_bytes=budget)
+    assert first.shape == (15,) and budget.remaining == 40
+    second = _shaped(types_pb2.DT_FLOAT, [3, 5], float_val=[1.0])
+    with pytest.raises(ResourceExhaustedError) as info:
+        to_ndarray(second, max_bytes=budget)
+    assert info.value.message == (
+        "Tensor of shape [3,5] and type float needs 60 bytes, more than the 40 left of the 100 "
+        "allowed per request"
+    )
+    assert budget.remaining == 40  # a refused tensor takes nothing
+    to_ndarray(_shaped(types_pb2.DT_FLOAT, [2, 5], float_val=[1.0]), max_bytes=budget)
+    assert budget.remaining == 0
+    # an int is a fresh limit for the one tensor
+    assert to_ndarray(second, max_bytes=60).shape == (3, 5)
+
+
+def test_string_tensors_are_charged_their_bytes_and_a_pointer_per_element() -> None:
+    proto = _shaped(types_pb2.DT_STRING, [1000], string_val=[b"abc"])
+    with pytest.raises(ResourceExhaustedError, match="needs 8003 bytes"):
+        to_ndarray(proto, max_bytes=8002)
+    out = to_ndarray(proto, max_bytes=8003)
+    assert out.shape == (1000,) and set(out.tolist()) == {b"abc"}
+    content = from_ndarray(np.array([b"ab", b"cde"], dtype=object)).SerializeToString()
+    packed = tensor_pb2.TensorProto.FromString(content)
+    packed.tensor_content = b"\x02\x03abcde"
+    packed.ClearField("string_val")
+    with pytest.raises(ResourceExhaustedError, match="needs 23 bytes"):
+        to_ndarray(packed, max_bytes=22)
+    assert to_ndarray(packed, max_bytes=23).tolist() == [b"ab", b"cde"]
+
+
+def test_string_content_too_short_for_its_shape_is_invalid_before_any_work() -> None:
+    proto = _shaped(types_pb2.DT_STRING, [2**40], tensor_content=b"\x00")
+    with pytest.raises(InvalidArgumentError, match="could not read 1099511627776 lengths"):
+        to_ndarray(proto, max_bytes=1 << 20)
+
+
+def test_short_value_lists_still_repeat_their_last_value() -> None:
+    np.testing.assert_array_equal(
+        to_ndarray(_shaped(types_pb2.DT_INT32, [2, 3], int_val=[7, 8]), max_bytes=24),
+        [[7, 8, 8], [8, 8, 8]],
+    )
+    assert to_ndarray(_shaped(types_pb2.DT_STRING, [3], string_val=[b"a", b"b"])).tolist() == [
+        b"a", b"b", b"b"
+    ]
+    assert to_ndarray(_shaped(types_pb2.DT_STRING, [2])).tolist() == [b"", b""]
+
+
+def test_from_memory_error() -> None:
+    err = from_memory_error(MemoryError(), "tensor with shape[2] and type float")
+    assert isinstance(err, ResourceExhaustedError)
+    assert err.message == "OOM when allocating tensor with shape[2] and type float"
+    assert from_memory_error(MemoryError("no room")).message == "OOM when allocating memory: no room"
+    assert from_memory_error(MemoryError()).message == "OOM"

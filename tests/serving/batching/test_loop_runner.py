@@ -1,5 +1,5 @@
 """Batches run by the caller's own thread: ``schedule``'s ready hook and ``run_ready`` (stepped
-by hand), and ``LoopBatches`` / ``BatchingModel.submit`` on a real event loop."""
+by hand), and ``LoopBatches`` / ``BatchingServable.submit`` on a real event loop."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from serving.batching import session
 from serving.batching.loop_runner import LoopBatches, loop_batches
 from serving.batching.params import BatchingParams
 from serving.batching.scheduler import BatchQueue, QueueOptions, SharedBatchScheduler, Task
-from serving.batching.session import BatchingModel
+from serving.batching.session import BatchingServable
 from tests.serving.batching.test_scheduler import MS, Answers, FakeClock, Model
 from tests.serving.support import FIXTURE_MODELS
 
@@ -133,7 +133,7 @@ def mlp() -> Iterator[LoadedModel]:
     model.close()
 
 
-def _submit_all(batching: BatchingModel, inputs: list[np.ndarray]) -> list[Any]:
+def _submit_all(batching: BatchingServable, inputs: list[np.ndarray]) -> list[Any]:
     async def scenario() -> list[Any]:
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in inputs]
@@ -142,7 +142,7 @@ def _submit_all(batching: BatchingModel, inputs: list[np.ndarray]) -> list[Any]:
             def on_done(result: Any, error: BaseException | None, future: Any = future) -> None:
                 loop.call_soon_threadsafe(future.set_result, (result, error))
 
-            batching.submit(KEY, {"features": rows}, None, on_done)
+            batching.submit(KEY, {"features": rows}, None, on_done, None)
         return await asyncio.wait_for(asyncio.gather(*futures), 30)
 
     return asyncio.run(scenario())
@@ -154,7 +154,7 @@ def test_a_cheap_queue_batches_on_the_loop_once_its_cost_is_known(
     monkeypatch.setattr(session, "LOOP_BATCH_S", 10.0)  # any measured batch counts as cheap
     scheduler = SharedBatchScheduler(1)
     params = BatchingParams(max_batch_size=16, batch_timeout_micros=5000, num_batch_threads=1)
-    batching = BatchingModel(mlp, scheduler, params, "mlp/1")
+    batching = BatchingServable(mlp, scheduler, params, "mlp/1")
     batcher = batching._batchers[KEY]
     ran_on: list[str] = []
     process = batcher.process
@@ -184,7 +184,7 @@ def test_the_blocking_run_on_a_loop_thread_still_uses_the_batch_threads(
 ) -> None:
     scheduler = SharedBatchScheduler(1)
     params = BatchingParams(max_batch_size=16, batch_timeout_micros=1000, num_batch_threads=1)
-    batching = BatchingModel(mlp, scheduler, params, "mlp/1")
+    batching = BatchingServable(mlp, scheduler, params, "mlp/1")
     batching._batchers[KEY].cost_s = 0.0  # known cheap: a submit from the loop would run there
     rows = np.ones((2, 8), np.float32)
 

@@ -1,4 +1,4 @@
-"""BatchingModel over a real SavedModel, with the scheduler stepped by hand."""
+"""BatchingServable over a real SavedModel, with the scheduler stepped by hand."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ import numpy as np
 import pytest
 
 from runtime.errors import (
+    CancelledError,
     FailedPreconditionError,
     InvalidArgumentError,
     ResourceExhaustedError,
+    UnavailableError,
 )
 from runtime.saved_model import LoadedModel, load_saved_model
 from serving.batching.params import BatchingParams
 from serving.batching.scheduler import SharedBatchScheduler
-from serving.batching.session import BatchingModel
+from serving.batching.session import BatchingServable
 from serving.requests.call_context import CallContext
 from tests.serving.support import FIXTURE_MODELS, HALF_PLUS_TWO
 
@@ -56,11 +58,11 @@ def mlp() -> Iterator[LoadedModel]:
 
 def _batching(
     model: LoadedModel, **params: Any
-) -> tuple[BatchingModel, SharedBatchScheduler, Clock]:
+) -> tuple[BatchingServable, SharedBatchScheduler, Clock]:
     clock = Clock()
     scheduler = SharedBatchScheduler(0, clock=clock)
     settings = BatchingParams(**{"batch_timeout_micros": 1000, **params})
-    return BatchingModel(model, scheduler, settings, "mlp/1"), scheduler, clock
+    return BatchingServable(model, scheduler, settings, "mlp/1"), scheduler, clock
 
 
 def _rows(n: int, seed: int) -> np.ndarray:
@@ -72,7 +74,7 @@ def test_queued_tasks_run_as_one_batch_and_get_their_own_rows(mlp: LoadedModel) 
     answers = Answers()
     inputs = [_rows(n, seed) for seed, n in enumerate([1, 3, 2])]
     for rows in inputs:
-        batching.submit(KEY, {"features": rows}, None, answers.callback())
+        batching.submit(KEY, {"features": rows}, None, answers.callback(), None)
     assert not scheduler.run_one()  # the window is still open
     clock.now += 0.002
     assert scheduler.run_one()
@@ -88,7 +90,7 @@ def test_allowed_batch_sizes_pad_and_the_padding_is_dropped(mlp: LoadedModel) ->
     batching, scheduler, clock = _batching(mlp, max_batch_size=8, allowed_batch_sizes=(4, 8))
     answers = Answers()
     rows = _rows(3, 7)
-    batching.submit(KEY, {"features": rows}, None, answers.callback())
+    batching.submit(KEY, {"features": rows}, None, answers.callback(), None)
     clock.now += 0.002
     assert scheduler.run_one()
     result, error = answers.got[0]
@@ -105,11 +107,13 @@ def test_an_output_subset_runs_unbatched_at_once() -> None:
             "category": np.array([[1], [2]], np.int64),
             "numeric": np.ones((2, 6), np.float32),
         }
-        batching.submit(KEY, inputs, ["probability"], answers.callback())
+        batching.submit(KEY, inputs, ["probability"], answers.callback(), None)
         result, error = answers.got[0]  # answered before any batch ran
         assert error is None and list(result) == ["probability"]
         # Every output, in any order, is the signature's own set: that one is queued.
-        batching.submit(KEY, inputs, ["probability", "class_scores"], answers.callback())
+        batching.submit(
+            KEY, inputs, ["probability", "class_scores"], answers.callback(), None
+        )
         assert answers.got[1] == (None, None)
         assert scheduler.run_one() is False  # still inside its window
     finally:
@@ -121,7 +125,7 @@ def test_scalar_inputs_are_refused_with_upstreams_message() -> None:
     try:
         batching, _, _ = _batching(model)
         answers = Answers()
-        batching.submit(KEY, {"x": np.float32(1.0)}, None, answers.callback())
+        batching.submit(KEY, {"x": np.float32(1.0)}, None, answers.callback(), None)
         error = answers.got[0][1]
         assert isinstance(error, InvalidArgumentError)
         assert "must have at least one dimension" in error.message
@@ -134,7 +138,7 @@ def test_a_task_past_its_deadline_is_dropped_not_computed(mlp: LoadedModel) -> N
     answers = Answers()
     batching.submit(KEY, {"features": _rows(1, 2)}, None, answers.callback(),
                     CallContext(deadline=clock.now + 0.0005))
-    batching.submit(KEY, {"features": _rows(1, 3)}, None, answers.callback())
+    batching.submit(KEY, {"features": _rows(1, 3)}, None, answers.callback(), None)
     clock.now += 0.002
     assert scheduler.run_one()
     assert isinstance(answers.got[0][1], ResourceExhaustedError)
@@ -142,27 +146,67 @@ def test_a_task_past_its_deadline_is_dropped_not_computed(mlp: LoadedModel) -> N
     assert batching.batch_stats()[KEY]["tasks"] == 1
 
 
+def test_a_task_whose_caller_left_is_dropped_not_computed(mlp: LoadedModel) -> None:
+    batching, scheduler, clock = _batching(mlp)
+    answers = Answers()
+    left, stopped, waiting = CallContext(), CallContext(), CallContext()
+    for seed, caller in enumerate((left, stopped, waiting)):
+        batching.submit(KEY, {"features": _rows(1, seed)}, None, answers.callback(), caller)
+    left.leave()  # answered elsewhere (its transport timed it out)
+    stopped.stop(CancelledError("The client went away"))
+    clock.now += 0.002
+    assert scheduler.run_one()
+    for _, error in answers.got[:2]:
+        assert isinstance(error, CancelledError)
+        assert error.message == "The request was cancelled while waiting in the batching queue"
+    assert answers.got[2][1] is None
+    stats = batching.batch_stats()[KEY]
+    assert (stats["tasks"], stats["cancelled"]) == (1, 2)
+
+
 def test_a_failing_batch_fails_each_of_its_tasks_with_the_real_message(mlp: LoadedModel) -> None:
     batching, scheduler, clock = _batching(mlp)
     answers = Answers()
-    batching.submit(KEY, {"features": _rows(1, 4)}, None, answers.callback())
-    batching.submit(KEY, {"features": _rows(1, 5)[:, :6]}, None, answers.callback())
+    batching.submit(KEY, {"features": _rows(1, 4)}, None, answers.callback(), None)
+    batching.submit(KEY, {"features": _rows(1, 5)[:, :6]}, None, answers.callback(), None)
     clock.now += 0.002
     assert scheduler.run_one()
     for _, error in answers.got:
         assert isinstance(error, FailedPreconditionError)
         assert "different shapes and padding is turned off" in error.message
     # The queue still works afterwards.
-    batching.submit(KEY, {"features": _rows(1, 6)}, None, answers.callback())
+    batching.submit(KEY, {"features": _rows(1, 6)}, None, answers.callback(), None)
     clock.now += 0.002
     assert scheduler.run_one()
     assert answers.got[2][1] is None
 
 
+def test_a_full_queue_is_refused_before_the_run_is_submitted(mlp: LoadedModel) -> None:
+    batching, scheduler, clock = _batching(mlp, max_batch_size=2, max_enqueued_batches=1)
+    answers = Answers()
+    assert batching.admits(KEY)
+    batching.submit(KEY, {"features": _rows(1, 10)}, None, answers.callback(), None)
+    assert batching.admits(KEY)  # the only batch still has room for a row
+    batching.submit(KEY, {"features": _rows(1, 11)}, None, answers.callback(), None)
+    assert not batching.admits(KEY)
+    # What admits foresaw: the queue refuses the task, as upstream words it.
+    batching.submit(KEY, {"features": _rows(1, 12)}, None, answers.callback(), None)
+    error = answers.got[2][1]
+    assert isinstance(error, UnavailableError)
+    assert error.message.startswith(
+        "The batch scheduling queue to which this task was submitted is full"
+    )
+    clock.now += 0.002
+    assert scheduler.run_one()
+    assert [error for _, error in answers.got[:2]] == [None, None]
+    assert batching.admits(KEY)  # room again once the batch has run
+    assert batching.admits("no such signature")  # nothing to queue for: never refused here
+
+
 def test_run_blocks_until_a_batch_thread_answers(mlp: LoadedModel) -> None:
     scheduler = SharedBatchScheduler(1)
     try:
-        batching = BatchingModel(mlp, scheduler, BatchingParams(), "mlp/1")
+        batching = BatchingServable(mlp, scheduler, BatchingParams(), "mlp/1")
         rows = _rows(2, 9)
         got = batching.run(KEY, {"features": rows})["output_0"]
         np.testing.assert_allclose(got, mlp.run(KEY, {"features": rows})["output_0"], rtol=1e-6)

@@ -12,12 +12,12 @@ import pytest
 
 from runtime.errors import Code
 from serving.batching.params import BatchingParams
-from serving.batching.session import BatchingModel
+from serving.batching.session import BatchingServable
 from serving.config import ModelConfig
 from serving.core.server_core import PER_MODEL_BATCHING_FILE, CoreOptions, ServerCore
 from serving.requests.model_spec import ModelSpec
-from serving.requests.predict import PredictRequest, predict
-from serving.servable import ManagerState, ServableRequest
+from serving.requests.predict import ArrayInputs, PredictRequest, predict
+from serving.servable import ManagerState, PlainServable, ServableRequest
 from tests.serving.core.test_server_core import versions_dir
 from tests.serving.e2e.support import HALF_PLUS_THREE_V, HALF_PLUS_TWO_V
 
@@ -41,7 +41,8 @@ def slow_window_core() -> Iterator[ServerCore]:
 
 
 def _y(core: ServerCore, x: float) -> tuple[int, float]:
-    response = predict(core, PredictRequest(ModelSpec("m"), {"x": np.array([[x]], np.float32)}))
+    inputs = ArrayInputs({"x": np.array([[x]], np.float32)})
+    response = predict(core, PredictRequest(ModelSpec("m"), inputs))
     return response.model_spec.version or 0, float(response.outputs["y"][0][0])
 
 
@@ -50,7 +51,7 @@ def test_every_version_batches_and_answers(slow_window_core: ServerCore, tmp_pat
     slow_window_core.reload_config([ModelConfig("m", base)])
     assert slow_window_core.wait_until_ready(WAIT_S)
     with slow_window_core.handle(ServableRequest("m")) as handle:
-        assert isinstance(handle.servable, BatchingModel)
+        assert isinstance(handle.servable, BatchingServable)
     answers: list[tuple[int, float]] = []
     threads = [
         threading.Thread(target=lambda x=x: answers.append(_y(slow_window_core, x)))
@@ -125,10 +126,10 @@ def test_per_model_parameters_batch_only_versions_that_ship_them(tmp_path: Path)
         ])
         assert core.wait_until_ready(WAIT_S)
         with core.handle(ServableRequest("own")) as handle:
-            assert isinstance(handle.servable, BatchingModel)
+            assert isinstance(handle.servable, BatchingServable)
             assert handle.servable.params.max_batch_size == 7
         with core.handle(ServableRequest("plain")) as handle:
-            assert not isinstance(handle.servable, BatchingModel)
+            assert isinstance(handle.servable, PlainServable)
 
 
 def test_a_per_model_file_that_does_not_parse_fails_its_version_as_upstream(

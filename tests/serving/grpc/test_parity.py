@@ -57,7 +57,7 @@ def rest(core: ServerCore) -> Iterator[httpx.Client]:
         yield http
     server.should_exit = True
     thread.join(60)
-    app.state.rest_api.close()
+    app.close()
 
 
 def spec_path(name: str, version: int | None = None, label: str | None = None) -> str:

@@ -18,6 +18,8 @@ from serving.grpc.server import (
     INT32_MAX,
     GrpcOptions,
     SslOptions,
+    connection_cap,
+    open_file_limit,
     parse_channel_arguments,
     server_arguments,
     ssl_options_from_file,
@@ -39,10 +41,14 @@ def test_channel_arguments() -> None:
 
 
 def test_message_sizes_default_to_int32_max_and_channel_arguments_win() -> None:
-    assert dict(server_arguments(GrpcOptions())) == {
+    assert dict(server_arguments(GrpcOptions(), open_files=8192)) == {
         "grpc.max_receive_message_length": INT32_MAX,
         "grpc.max_send_message_length": INT32_MAX,
         "grpc.so_reuseport": 0,
+        "grpc.max_connection_idle_ms": 300_000,
+        "grpc.server_handshake_timeout_ms": 10_000,
+        "grpc.max_allowed_incoming_connections": 1024,
+        "grpc.max_concurrent_streams": 1024,
     }
     options = GrpcOptions(max_send_message_length=10,
                           channel_arguments="grpc.max_receive_message_length=99")
@@ -50,6 +56,18 @@ def test_message_sizes_default_to_int32_max_and_channel_arguments_win() -> None:
     assert [k for k, _ in args].count("grpc.max_receive_message_length") == 1
     assert dict(args)["grpc.max_receive_message_length"] == 99
     assert dict(args)["grpc.max_send_message_length"] == 10
+
+
+def test_connection_bounds_follow_the_open_file_limit_and_channel_arguments_win() -> None:
+    assert connection_cap(100) == 16
+    assert connection_cap(1 << 20) == 1 << 17
+    assert connection_cap(open_file_limit()) == dict(server_arguments(GrpcOptions()))[
+        "grpc.max_allowed_incoming_connections"]
+    options = GrpcOptions(channel_arguments="grpc.max_connection_idle_ms=500,"
+                                            "grpc.max_allowed_incoming_connections=7")
+    args = dict(server_arguments(options))
+    assert args["grpc.max_connection_idle_ms"] == 500
+    assert args["grpc.max_allowed_incoming_connections"] == 7
 
 
 def test_options_from_server_flags(tmp_path: Path) -> None:
@@ -60,11 +78,13 @@ def test_options_from_server_flags(tmp_path: Path) -> None:
         port=8600, grpc_socket_path="/tmp/s", grpc_max_threads=3,
         grpc_channel_arguments="a=1", ssl_config_file=str(ssl), use_alts_credentials=False,
         enable_serialization_as_tensor_content=True, enable_signature_method_name_check=True,
+        max_request_tensor_bytes=4096,
     )
     options = GrpcOptions.from_server_options(flags)
     assert options == GrpcOptions(
         port=8600, socket_path="/tmp/s", max_threads=3, channel_arguments="a=1",
-        ssl=SslOptions("KEY", "CERT", "CA", True), tensor_content=True, method_name_check=True)
+        ssl=SslOptions("KEY", "CERT", "CA", True), tensor_content=True, method_name_check=True,
+        max_tensor_bytes=4096)
     assert options.threads == 3
     assert GrpcOptions().threads >= 4
     flags.ssl_config_file = ""

@@ -11,7 +11,9 @@ import pytest
 
 from protos.tensorflow.core.example import example_pb2
 from protos.tensorflow.core.protobuf import meta_graph_pb2
+from runtime.dtypes import DataType
 from runtime.errors import InvalidArgumentError, NotFoundError
+from runtime.saved_model import signatures_of
 from serving.core.server_core import ServerCore
 from serving.requests.classify import (
     ClassifyRequest,
@@ -190,9 +192,12 @@ class _FakeModel:
         self.meta_graph = meta_graph_pb2.MetaGraphDef()
         sig = self.meta_graph.signature_def["serving_default"]
         sig.method_name = "tensorflow/serving/classify"
-        for alias, tensors in (("inputs", sig.inputs), ("classes", sig.outputs),
-                               ("scores", sig.outputs)):
+        for alias, tensors, dtype in (("inputs", sig.inputs, DataType.DT_STRING),
+                                      ("classes", sig.outputs, DataType.DT_STRING),
+                                      ("scores", sig.outputs, DataType.DT_FLOAT)):
             tensors[alias].name = f"{alias}:0"
+            tensors[alias].dtype = int(dtype)
+        self.signatures = signatures_of(self.meta_graph)
         self.fed: list[np.ndarray] = []
 
     def run(self, key: str, inputs: Mapping[str, np.ndarray],

@@ -2,20 +2,54 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import pytest
 
-from runtime.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from runtime.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, OpError
+from runtime.saved_model import Signature
 from serving.core.server_core import ServerCore
 from serving.requests.model_spec import ModelSpec
-from serving.requests.predict import PredictRequest, PredictResponse, predict
+from serving.requests.predict import (
+    ArrayInputs,
+    InputDecoder,
+    PredictRequest,
+    PredictResponse,
+    predict,
+)
+from serving.rest.app import JsonInputs
+from serving.rest.json_codec import parse_predict_body
 from tests.serving.support import HALF_PLUS_TWO, expected_cases
 
 X = np.array([[1.0], [2.0], [5.0]], dtype=np.float32)
 
 
-def run(store: ServerCore, spec: ModelSpec, inputs: object, **kw: object) -> PredictResponse:
-    return predict(store, PredictRequest(spec, inputs, **kw))  # type: ignore[arg-type]
+def run(
+    store: ServerCore, spec: ModelSpec, inputs: Mapping[str, Any] | InputDecoder, **kw: Any
+) -> PredictResponse:
+    """Predict with ``inputs``: a decoder, or values by alias as a Python caller has them."""
+    decoder = inputs if hasattr(inputs, "decode") else ArrayInputs(inputs)  # type: ignore[arg-type]
+    return predict(store, PredictRequest(spec, decoder, **kw))  # type: ignore[arg-type]
+
+
+class RecordingDecoder:
+    """Values by alias, typed by the caller once it has seen the signature (as REST's JSON)."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self.values = values
+        self.seen: list[tuple[Signature, int | None]] = []
+
+    def cheap(self) -> bool:
+        return True
+
+    def decode(self, signature: Signature, max_bytes: int | None) -> Mapping[str, Any]:
+        self.seen.append((signature, max_bytes))
+        return self.values
+
+    def unknown_signature(self, key: str) -> OpError:
+        return InvalidArgumentError(f"no {key} here")
 
 
 def test_half_plus_two_matches_tensorflow(store: ServerCore) -> None:
@@ -57,20 +91,25 @@ def test_unknown_signature_depends_on_the_transport_path(store: ServerCore) -> N
     spec = ModelSpec("half_plus_two", signature_name="nope")
     with pytest.raises(FailedPreconditionError, match='^Serving signature key "nope" not found.$'):
         run(store, spec, {"x": X})
+    json_body = JsonInputs(parse_predict_body(b'{"instances": [[1.0]]}'), cheap=True)
     with pytest.raises(InvalidArgumentError) as info:
-        run(store, spec, lambda signature: {"x": X})
+        run(store, spec, json_body)
     assert info.value.message == 'Serving signature name: "nope" not found in signature def'
+    # The same body, once the signature is known, is typed by it.
+    typed = run(store, ModelSpec("half_plus_two"), json_body)
+    assert typed.outputs["y"].dtype == np.float32 and typed.outputs["y"].tolist() == [[2.5]]
 
 
-def test_decoder_receives_the_signature(store: ServerCore) -> None:
-    seen = []
-
-    def decoder(signature: object) -> dict[str, np.ndarray]:
-        seen.append(signature)
-        return {"x": X}
-
-    run(store, ModelSpec("half_plus_two"), decoder)
-    assert [s.key for s in seen] == ["serving_default"]  # type: ignore[attr-defined]
+def test_decoder_receives_the_signature_and_the_byte_limit(store: ServerCore) -> None:
+    decoder = RecordingDecoder({"x": X})
+    response = predict(store, PredictRequest(ModelSpec("half_plus_two"), decoder), max_bytes=64)
+    assert [(s.key, limit) for s, limit in decoder.seen] == [("serving_default", 64)]
+    np.testing.assert_allclose(response.outputs["y"], X / 2 + 2)
+    # An unknown signature is worded by the decoder, which then decodes nothing.
+    unknown = RecordingDecoder({"x": X})
+    with pytest.raises(InvalidArgumentError, match="^no nope here$"):
+        run(store, ModelSpec("half_plus_two", signature_name="nope"), unknown)
+    assert unknown.seen == []
 
 
 def test_input_name_errors(store: ServerCore) -> None:

@@ -93,7 +93,7 @@ def _requests(
     try:
         return asyncio.run(send())
     finally:
-        app.state.rest_api.close()
+        app.close()
 
 
 def _get(readiness: Callable[[], list[str]], *paths: str, **kw: Any) -> list[httpx.Response]:
