@@ -28,13 +28,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from runtime.cancellation import Cancellation
-from runtime.cancellation import current as current_run
 from serving.batching import merge
 from serving.batching.loop_runner import loop_batches
 from serving.batching.params import BatchingParams
 from serving.batching.scheduler import BatchQueue, QueueOptions, SharedBatchScheduler, Task
 from serving.requests.call_context import current
-from serving.servable import Caller, OnDone, Outputs, has_loops
+from serving.servable import Caller, OnDone, Outputs, PlainServable
 
 if TYPE_CHECKING:
     from runtime.saved_model import LoadedModel
@@ -122,9 +121,10 @@ class BatchingServable:
     ) -> None:
         self.model = model
         self.params = params
+        self._unbatched = PlainServable(model)  # runs that match no queue
         self.signatures = model.signatures
         self.meta_graph = model.meta_graph
-        self.bounded = not has_loops(model)
+        self.bounded = self._unbatched.bounded
         self._batchers = {
             key: _SignatureBatcher(model, key, params, scheduler, f"{name}/{key}")
             for key in model.signatures
@@ -176,26 +176,24 @@ class BatchingServable:
         on_loop: bool,
     ) -> None:
         batcher = self._batcher(key, output_aliases)
-        try:
-            if batcher is not None:
-                task = Task(
-                    merge.task_size(inputs),
-                    inputs,
-                    on_done,
-                    caller.deadline if caller is not None else None,
-                    caller.cancelled if caller is not None else None,
-                )
-                loop = asyncio._get_running_loop() if on_loop else None
-                if loop is not None and batcher.loop_runs():
-                    batcher.queue.schedule(task, loop_batches(loop))
-                else:
-                    batcher.queue.schedule(task)
-                return
-            outputs = self.model.run(key, inputs, output_aliases, checked=True)
-        except Exception as err:  # noqa: BLE001 - refused or failed here: the caller hears it
-            on_done(None, err)
+        if batcher is None:
+            self._unbatched.submit(key, inputs, output_aliases, on_done, caller)
             return
-        on_done(outputs, None)
+        loop = asyncio._get_running_loop() if on_loop else None
+        try:
+            task = Task(
+                merge.task_size(inputs),
+                inputs,
+                on_done,
+                caller.deadline if caller is not None else None,
+                caller.cancelled if caller is not None else None,
+            )
+            if loop is not None and batcher.loop_runs():
+                batcher.queue.schedule(task, loop_batches(loop))
+            else:
+                batcher.queue.schedule(task)
+        except Exception as err:  # noqa: BLE001 - refused: the caller hears it
+            on_done(None, err)
 
     def run(
         self,
@@ -207,9 +205,7 @@ class BatchingServable:
         """The blocking run: queue it and wait for its batch (the caller's deadline is the
         current call context's)."""
         if self._batcher(key, output_aliases) is None:
-            return self.model.run(
-                key, inputs, output_aliases, cancellation or current_run(), checked=True
-            )
+            return self._unbatched.run(key, inputs, output_aliases, cancellation)
         done = threading.Event()
         answer: list[Any] = [None, None]
 
