@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 import threading
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from runtime.errors import InvalidArgumentError, OpError
 from serving.config import ServerOptions, model_configs
 from serving.core.config_watcher import ConfigFileWatcher
 from serving.core.server_core import CoreOptions, ServerCore
+from serving.memory import configure_allocator
 
 log = logging.getLogger("graphserve")
 
@@ -65,9 +65,8 @@ def _wait_for_signal() -> None:
 
 
 def _serve_rest(core: ServerCore, options: ServerOptions) -> int:
-    import uvicorn
-
     from serving.rest.app import RestOptions, create_app
+    from serving.rest.http_server import HttpLimits, serve_http
 
     app = create_app(
         core,
@@ -76,41 +75,29 @@ def _serve_rest(core: ServerCore, options: ServerOptions) -> int:
             timeout_in_ms=options.rest_api_timeout_in_ms,
             enable_cors=options.rest_api_enable_cors_support,
             signature_method_name_check=options.enable_signature_method_name_check,
+            max_body_bytes=options.rest_api_max_body_bytes,
+            max_tensor_bytes=options.max_request_tensor_bytes,
         ),
         readiness=core.readiness,
     )
-    config = uvicorn.Config(
-        app,
-        host=options.rest_api_host,
-        port=options.rest_api_port,
-        # The fastest stack uvicorn has; named, so a missing one fails loudly instead of
-        # falling back to the pure-Python parser.
-        loop="uvloop" if sys.platform != "win32" else "asyncio",
-        http="httptools",
-        log_config=None,
-        access_log=False,  # a log line per request would cost more than the request
-        # X-Forwarded-* rewriting of the client address and scheme, which nothing here reads.
-        proxy_headers=False,
-        lifespan="off",
-        timeout_graceful_shutdown=GRACE_S,
-    )
-    log.info("Exporting HTTP/REST API at:%s:%d ...", options.rest_api_host, options.rest_api_port)
-    # uvicorn handles SIGTERM/SIGINT itself (graceful shutdown), then re-raises the signal to
-    # whatever handler was there before; a no-op one lets the process go on to unload models
-    # and exit with status 0.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: None)
     try:
-        uvicorn.Server(config).run()
-    except SystemExit as exit_:  # uvicorn exits this way when it cannot bind the port
-        return int(exit_.code or 0)
+        limits = HttpLimits.from_server_options(options)
+        log.info(
+            "Exporting HTTP/REST API at:%s:%d ...", options.rest_api_host, options.rest_api_port
+        )
+        return serve_http(app, options.rest_api_host, options.rest_api_port, limits, GRACE_S)
+    except OpError as err:
+        message = f"Failed to start server. Error: {err.status_text()}"
+        log.error("%s", message)
+        print(message, flush=True)
+        return EXIT_START_FAILED
     finally:
-        app.state.rest_api.close()
-    return 0
+        app.close()
 
 
 def serve(options: ServerOptions) -> int:
     """Run the server; returns the process exit status."""
+    configure_allocator()  # first: malloc settings apply to what is allocated after them
     try:
         core, watcher = build_core(options)
     except OpError as err:

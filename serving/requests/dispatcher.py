@@ -197,3 +197,6 @@ class Dispatcher:
             raise
         finally:
             watch.done(task)
+            # A failed ``work`` holds its error, whose traceback holds this frame: without this,
+            # the request's buffers would wait in that cycle for a full garbage collection.
+            del work
