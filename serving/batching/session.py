@@ -42,8 +42,8 @@ log = logging.getLogger("graphserve")
 
 _UNBATCHED_WARNING_INTERVAL_S = 120.0  # as upstream: say it, but not on every request
 # A batch whose batch function takes less CPU time than this (on average) runs on the event
-# loop that queued its tasks (``loop_runner``): the thread hand-offs cost more than it. A few
-# times the single run REST allows inline (``rest.run_site.INLINE_RUN_S``), for a batch of many.
+# loop that queued its tasks (``loop_runner``): the thread hand-offs cost more than it. The
+# line a single unbatched run goes inline under (``requests.run_site.INLINE_RUN_S``).
 LOOP_BATCH_S = 250e-6
 _COST_SAMPLE_CAP_S = 10 * LOOP_BATCH_S  # one outlier (a descheduled thread) moves it this far
 _COST_WEIGHT = 1 / 8  # of the newest batch in the average

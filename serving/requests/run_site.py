@@ -17,7 +17,10 @@ import math
 
 from serving.requests.model_spec import ModelSpec
 
-INLINE_RUN_S = 100e-6  # the default line: a run under this may block the loop
+# The default line: a run under this may block the loop. Above the ~50 µs hop: a run measured
+# on a worker, contending for the interpreter with the loop, takes up to twice the CPU time it
+# takes inline, and a line near the hop would keep short runs on the workers for good.
+INLINE_RUN_S = 250e-6
 # One outlier (a garbage collection, a page fault) moves the average at most (cap - average) / 8:
 # a short run stays inline through it, and a slow one is still above the line.
 _SAMPLE_CAP = 2.0  # times the line

@@ -20,7 +20,13 @@ from runtime import dtypes
 from runtime.dtypes import DataType
 from runtime.errors import InvalidArgumentError
 from serving.rest.json_codec import RequestFormat
-from serving.rest.json_numbers import bool_tokens, float_tokens, int_tokens
+from serving.rest.json_numbers import (
+    SMALL_ARRAY,
+    _small_float_tokens,
+    bool_tokens,
+    float_tokens,
+    int_tokens,
+)
 from serving.rest.json_text import quote, quote_bytes
 
 _INT_TYPES = {
@@ -32,6 +38,9 @@ _INT_TYPES = {
     DataType.DT_UINT32,
     DataType.DT_UINT64,
 }
+
+
+_SMALL_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _indent(depth: int) -> str:
@@ -175,8 +184,29 @@ _BODIES: dict[RequestFormat, tuple[str, Callable[[Mapping[str, np.ndarray]], str
 }
 
 
+def _small_float_rows(array: np.ndarray) -> bytes:
+    """``_row_body``'s answer for one small 2-D float output (most models' answer to a small
+    request), without the general path's per-call steps."""
+    tokens = _small_float_tokens(array.ravel().tolist(), array.dtype == np.float32)
+    width = array.shape[1]
+    rows = ", ".join(
+        ["[" + ", ".join(tokens[start : start + width]) + "]"
+         for start in range(0, len(tokens), width)]
+    )
+    return ('{\n    "predictions": [' + rows + "\n    ]\n}").encode()
+
+
 def encode_predict_response(outputs: Mapping[str, np.ndarray], fmt: RequestFormat) -> bytes:
     """The response body for ``outputs`` (by alias) answering a request in format ``fmt``."""
+    if len(outputs) == 1 and fmt is RequestFormat.ROW:
+        (array,) = outputs.values()
+        if (
+            type(array) is np.ndarray
+            and array.ndim == 2
+            and array.dtype in _SMALL_FLOATS
+            and 0 < array.size <= SMALL_ARRAY
+        ):
+            return _small_float_rows(array)
     if not outputs:
         raise InvalidArgumentError("Cannot convert empty tensor map to JSON")
     ordered = {name: np.asarray(outputs[name]) for name in sorted(outputs)}
