@@ -21,6 +21,7 @@ from serving.config import ServerOptions, model_configs
 from serving.core.config_watcher import ConfigFileWatcher
 from serving.core.server_core import CoreOptions, ServerCore
 from serving.memory import configure_allocator
+from serving.open_files import raise_open_file_limit
 
 log = logging.getLogger("graphserve")
 
@@ -98,6 +99,7 @@ def _serve_rest(core: ServerCore, options: ServerOptions) -> int:
 def serve(options: ServerOptions) -> int:
     """Run the server; returns the process exit status."""
     configure_allocator()  # first: malloc settings apply to what is allocated after them
+    raise_open_file_limit()  # before either listener sizes its connection cap from it
     try:
         core, watcher = build_core(options)
     except OpError as err:

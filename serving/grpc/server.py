@@ -42,6 +42,7 @@ from serving.grpc.health import ReadinessHealth
 from serving.grpc.model_service import ModelService, ReloadableCore
 from serving.grpc.prediction_service import PredictionService
 from serving.grpc.rpc import method_handlers
+from serving.open_files import open_file_limit
 from serving.proto_text import read_proto_text_file
 from serving.requests.dispatcher import DEFAULT_MAX_TENSOR_BYTES, Dispatcher, DispatchOptions
 from serving.requests.run_site import INLINE_RUN_S
@@ -61,8 +62,6 @@ MAX_STREAMS = "grpc.max_concurrent_streams"
 DEFAULT_MAX_CONNECTION_IDLE_MS = 5 * 60_000
 DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000  # the REST listener's header timeout
 DEFAULT_MAX_STREAMS = 1024
-# Where the hard open-file limit is unlimited, the REST listener raises the soft one to this.
-_UNLIMITED_FILES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -174,15 +173,6 @@ def parse_channel_arguments(text: str) -> list[tuple[str, int | str]]:
             continue
         arguments.append((key, number) if -(2**31) <= number < 2**31 else (key, value))
     return arguments
-
-
-def open_file_limit() -> int:
-    """The open-file limit the server runs with: the hard one, as the REST listener raises the
-    soft limit to it at start."""
-    import resource
-
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    return _UNLIMITED_FILES if hard == resource.RLIM_INFINITY else int(hard)
 
 
 def connection_cap(open_files: int) -> int:

@@ -41,6 +41,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from runtime.errors import InvalidArgumentError
+from serving.open_files import raise_open_file_limit
 from serving.rest.json_text import error_body
 
 if TYPE_CHECKING:
@@ -51,8 +52,6 @@ log = logging.getLogger("graphserve")
 # Descriptors kept back from REST connections for everything else the process opens: model
 # files, gRPC connections, the file watcher, logs.
 _MIN_FD_RESERVE = 256
-# Where the hard limit is "unlimited", the soft limit is raised to this much.
-_UNLIMITED_FD_TARGET = 1 << 20
 # A connection answered with an error lingers this long (write side shut, reading and
 # discarding) so the client reads the answer instead of a reset; at most this many at once.
 _LINGER_S = 1.0
@@ -117,25 +116,6 @@ class HttpLimits:
             idle_timeout_s=options.rest_api_idle_timeout_in_ms / 1000,
             max_connections=options.rest_api_max_connections,
         )
-
-
-def raise_open_file_limit() -> int:
-    """Raise the soft RLIMIT_NOFILE to the hard limit (the soft default, often 1024, is far
-    below what a server needs); returns the soft limit in force."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = _UNLIMITED_FD_TARGET if hard == resource.RLIM_INFINITY else hard
-    if soft == resource.RLIM_INFINITY:
-        return _UNLIMITED_FD_TARGET
-    if soft < target:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        except (ValueError, OSError) as err:
-            log.warning("Could not raise the open-file limit from %d to %d: %s", soft, target, err)
-        else:
-            soft = target
-    return soft
 
 
 def connection_cap(open_file_limit: int) -> int:

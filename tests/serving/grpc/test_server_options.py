@@ -19,12 +19,12 @@ from serving.grpc.server import (
     GrpcOptions,
     SslOptions,
     connection_cap,
-    open_file_limit,
     parse_channel_arguments,
     server_arguments,
     ssl_options_from_file,
     start_grpc_server,
 )
+from serving.open_files import open_file_limit
 from tests.serving.grpc.support import GatedCore
 from tests.serving.rest.server_process import free_port
 
