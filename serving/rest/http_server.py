@@ -146,10 +146,11 @@ class _HeadWithBody:
     """One response's view of the connection: its first write (the head uvicorn writes for
     ``http.response.start``) is held and sent together with the next one (the body)."""
 
-    __slots__ = ("_head", "_transport")
+    __slots__ = ("_close", "_head", "_transport")
 
-    def __init__(self, transport: asyncio.Transport) -> None:
+    def __init__(self, transport: asyncio.Transport, close: Callable[[], None]) -> None:
         self._transport = transport
+        self._close = close  # the connection's own way to close after an answer
         self._head: bytes | None = b""  # b"": nothing written yet; None: the head has gone
 
     def write(self, data: bytes) -> None:
@@ -170,7 +171,7 @@ class _HeadWithBody:
 
     def close(self) -> None:
         self.flush()
-        self._transport.close()
+        self._close()
 
     def is_closing(self) -> bool:
         return self._transport.is_closing()
@@ -317,7 +318,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         # The response head waits for its body, so both leave in one send (a system call per
         # response saved; on loopback that is a good part of a small request's cost).
-        self.cycle.transport = _HeadWithBody(self.transport)  # type: ignore[assignment]
+        self.cycle.transport = _HeadWithBody(  # type: ignore[assignment]
+            self.transport, self._close_response
+        )
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -359,6 +362,17 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             return
         self._answer_and_close(status, message)
 
+    def _close_response(self) -> None:
+        """The application closes the connection after its answer (``Connection: close``, as
+        a 413 does): while the request's body is still arriving, without a reset."""
+        if self._phase != _BODY or self.transport.is_closing():
+            self.transport.close()
+            return
+        self._refused = True
+        self._cancel_timer()
+        self._unset_keepalive_if_required()
+        self._close_after_answer()
+
     def _answer_and_close(self, status: int, message: str) -> None:
         self._refused = True
         self._cancel_timer()
@@ -366,13 +380,16 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         self._write_error(status, message)
+        self._close_after_answer()
+
+    def _close_after_answer(self) -> None:
+        # Closing with unread input would reset the connection, and a reset can discard the
+        # answer before the client reads it: shut the write side, read and drop what the
+        # client still sends, and close on its end of input or after a moment.
         gate = self.gate
         if gate.lingering >= _MAX_LINGERING or not self.transport.can_write_eof():
             self.transport.close()
             return
-        # Closing with unread input would reset the connection, and a reset can discard the
-        # answer before the client reads it: shut the write side, read and drop what the
-        # client still sends, and close on its end of input or after a moment.
         gate.lingering += 1
         self._lingering = True
         self.transport.write_eof()

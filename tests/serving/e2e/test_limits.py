@@ -106,6 +106,33 @@ def test_a_body_over_the_limit_is_413_before_it_is_read(server: ServerProcess) -
     _still_serves(server)
 
 
+def test_a_client_still_sending_its_large_body_reads_the_413(server: ServerProcess) -> None:
+    # The answer comes while the body streams in; the connection must not be reset under the
+    # client (a reset discards the answer before it is read).
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(
+            f"POST {PREDICT} HTTP/1.1\r\nHost: x\r\nContent-Length: {8 << 20}\r\n\r\n".encode()
+            + b'{"instances": [' + b" " * (256 << 10)
+        )
+        chunk = b" " * (64 << 10)
+        try:
+            for _ in range(96):  # 6 MiB more, past the 1 MiB limit
+                sock.sendall(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server stopped reading after a while: the answer must still be there
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                break
+            answer += data
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert "error" in json.loads(body)
+    _still_serves(server)
+
+
 def test_a_streamed_body_over_the_limit_is_413(server: ServerProcess) -> None:
     def chunks() -> Iterator[bytes]:
         yield b'{"instances": ['
