@@ -27,7 +27,6 @@ from google.protobuf.message import DecodeError
 from runtime.errors import DeadlineExceededError, InvalidArgumentError, OpError
 from serving.grpc.errors import grpc_status, status_message
 from serving.requests.call_context import CallContext
-from serving.requests.call_watch import TIMED_OUT
 from serving.requests.dispatcher import NOT_RUN_DEADLINE, Dispatcher
 from serving.requests.failure import out_of_memory
 
@@ -41,7 +40,8 @@ def caller(context: Context) -> CallContext:
     """The request layer's view of an RPC's caller: its deadline. grpcio cancels the handler's
     task when the client cancels or its deadline passes; the dispatcher then stops the run."""
     remaining = context.time_remaining()
-    return CallContext(None if remaining is None else time.monotonic() + remaining)
+    deadline = None if remaining is None else time.monotonic() + remaining
+    return CallContext(deadline, timeout_message=GRPC_DEADLINE_EXCEEDED)
 
 
 # (request proto, caller, serialized size) -> the response message, or its serialized bytes
@@ -69,10 +69,6 @@ def parse_request(request_type: Any, data: bytes) -> Any:
 
 def failure(err: Exception, request_type: Any) -> tuple[grpc.StatusCode, str]:
     """The (code, details) a failed RPC answers with."""
-    if isinstance(err, DeadlineExceededError) and err.message == TIMED_OUT:
-        # The caller's deadline passed while it waited: gRPC's own words, which the client
-        # hears as well when its timer fires before this answer arrives.
-        return grpc.StatusCode.DEADLINE_EXCEEDED, GRPC_DEADLINE_EXCEEDED
     if isinstance(err, OpError):
         return grpc_status(err)
     if isinstance(err, MemoryError):

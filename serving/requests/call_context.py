@@ -15,19 +15,27 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from runtime.cancellation import Cancellation
-from runtime.errors import OpError
+from runtime.errors import DeadlineExceededError, OpError
+
+TIMED_OUT = "Timed out waiting for notification"  # TensorFlow Serving's REST timeout message
 
 
 class CallContext:
-    """Readable from any thread; ``leave`` and ``stop`` from any thread."""
+    """Readable from any thread; ``leave`` and ``stop`` from any thread. ``timeout_message``
+    is the transport's words for a passed deadline (gRPC's own "Deadline Exceeded", which its
+    client also hears when its timer fires first; REST's TensorFlow Serving message)."""
 
-    __slots__ = ("_gone", "_left", "cancellation", "deadline")
+    __slots__ = ("_gone", "_left", "cancellation", "deadline", "timeout_message")
 
     def __init__(
-        self, deadline: float | None = None, gone: Callable[[], bool] | None = None
+        self,
+        deadline: float | None = None,
+        gone: Callable[[], bool] | None = None,
+        timeout_message: str = TIMED_OUT,
     ) -> None:
         self.deadline = deadline  # time.monotonic() value; None: no deadline
         self._gone = gone  # the transport's own view: True once the client has disconnected
+        self.timeout_message = timeout_message
         self._left = False
         self.cancellation = Cancellation()
 
@@ -43,6 +51,9 @@ class CallContext:
             return True
         gone = self._gone
         return gone is not None and gone()
+
+    def timed_out(self) -> DeadlineExceededError:
+        return DeadlineExceededError(self.timeout_message)
 
     @property
     def polls(self) -> bool:

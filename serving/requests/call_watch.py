@@ -21,10 +21,9 @@ import itertools
 import math
 import time
 
-from runtime.errors import CancelledError, DeadlineExceededError
+from runtime.errors import CancelledError
 from serving.requests.call_context import CallContext
 
-TIMED_OUT = "Timed out waiting for notification"  # TensorFlow Serving's REST timeout message
 CLIENT_GONE = "The client went away before the answer was ready"
 POLL_S = 0.1  # a departed client's run stops within this (plus one kernel)
 # Loop timers tick in milliseconds (uvloop's): a deadline this close counts as reached, so an
@@ -48,7 +47,7 @@ class CallWatch:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
 
-    def watch(self, task: Watched, call: CallContext, polls: bool) -> None:
+    def watch(self, task: Watched, call: CallContext) -> None:
         loop = task.get_loop()
         if loop is not self._loop:  # a new loop (tests run several): the old one's are gone
             self._reset()
@@ -58,7 +57,7 @@ class CallWatch:
         if call.deadline is not None:
             heapq.heappush(self._heap, (call.deadline, next(self._order), task))
             wake = call.deadline
-        if polls:
+        if call.polls:
             self._polled.add(task)
             wake = min(wake, time.monotonic() + POLL_S)
         if wake < self._timer_at:
@@ -96,7 +95,7 @@ class CallWatch:
             if call is None:  # answered already
                 continue
             self._polled.discard(task)
-            call.stop(DeadlineExceededError(TIMED_OUT))
+            call.stop(call.timed_out())
             self._expired.add(task)
             task.cancel()
         for task in [t for t in self._polled if calls[t].cancelled()]:

@@ -40,7 +40,7 @@ from runtime.errors import (
 )
 from serving.batching.scheduler import QUEUE_FULL_MESSAGE
 from serving.requests.call_context import CallContext, calling
-from serving.requests.call_watch import TIMED_OUT, CallWatch
+from serving.requests.call_watch import CallWatch
 from serving.requests.model_runner import start_run
 from serving.requests.predict import (
     InputDecoder,
@@ -175,25 +175,21 @@ class Dispatcher:
         task = asyncio.current_task()
         assert task is not None
         watch = self._watch
-        watch.watch(task, call, polls=call.polls)
+        watch.watch(task, call)
         try:
             return await work
         except ResourceExhaustedError:
             # A batch queue dropped the task at its deadline just before the watch fired: the
             # same timeout, answered the same way.
             if call.expired():
-                raise DeadlineExceededError(TIMED_OUT) from None
+                raise call.timed_out() from None
             raise
         except asyncio.CancelledError:
             if watch.done(task):
-                raise DeadlineExceededError(TIMED_OUT) from None
+                raise call.timed_out() from None
             # The transport cancelled the request (gRPC: the client cancelled or its deadline
             # passed; shutdown): stop what runs for it.
-            call.stop(
-                DeadlineExceededError(TIMED_OUT)
-                if call.expired()
-                else CancelledError(REQUEST_CANCELLED)
-            )
+            call.stop(call.timed_out() if call.expired() else CancelledError(REQUEST_CANCELLED))
             raise
         finally:
             watch.done(task)

@@ -6,18 +6,17 @@ import asyncio
 import time
 
 from runtime.errors import CancelledError, DeadlineExceededError
-from serving.requests.call_context import CallContext
-from serving.requests.call_watch import CLIENT_GONE, POLL_S, TIMED_OUT, CallWatch
+from serving.requests.call_context import TIMED_OUT, CallContext
+from serving.requests.call_watch import CLIENT_GONE, POLL_S, CallWatch
 
 POLLS_ENOUGH = int(60 / POLL_S)  # a guard against hanging, far beyond one poll
 
 
-async def _wait(watch: CallWatch, call: CallContext, answered: asyncio.Future[None],
-                polls: bool = False) -> str:
+async def _wait(watch: CallWatch, call: CallContext, answered: asyncio.Future[None]) -> str:
     """A request waiting for its answer under ``watch``, as the dispatcher waits."""
     task = asyncio.current_task()
     assert task is not None
-    watch.watch(task, call, polls=polls)
+    watch.watch(task, call)
     try:
         await answered
     except asyncio.CancelledError:
@@ -107,7 +106,7 @@ def test_a_polled_caller_that_departs_is_stopped_and_the_others_are_not() -> Non
         loop = asyncio.get_running_loop()
         answers = [loop.create_future() for _ in calls]
         waiting = [
-            asyncio.create_task(_wait(watch, call, answer, polls=True))
+            asyncio.create_task(_wait(watch, call, answer))
             for call, answer in zip(calls, answers, strict=True)
         ]
         await asyncio.sleep(0)  # both are watched now
@@ -140,7 +139,7 @@ def test_the_heap_stays_bounded_while_requests_are_answered_before_their_deadlin
         assert task is not None
         largest = 0
         for _ in range(5000):
-            watch.watch(task, CallContext.with_timeout(3600), polls=False)
+            watch.watch(task, CallContext.with_timeout(3600))
             assert not watch.done(task)
             largest = max(largest, len(watch._heap))
         # Still working: a short deadline after all of that fires.

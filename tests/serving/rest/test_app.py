@@ -15,8 +15,7 @@ import pytest
 
 from runtime.errors import DeadlineExceededError
 from serving.core.server_core import CoreOptions, ServerCore
-from serving.requests.call_context import CallContext, current
-from serving.requests.call_watch import TIMED_OUT
+from serving.requests.call_context import TIMED_OUT, CallContext, current
 from serving.rest.app import RestOptions, create_app
 from serving.rest.request_body import BodyTooLarge, gunzip, read_body
 

@@ -32,7 +32,8 @@ from serving.batching.scheduler import QUEUE_FULL_MESSAGE
 from serving.config import ModelConfig
 from serving.core.server_core import ServerCore
 from serving.requests import call_context
-from serving.requests.call_watch import CLIENT_GONE, TIMED_OUT
+from serving.requests.call_context import TIMED_OUT
+from serving.requests.call_watch import CLIENT_GONE
 from serving.rest import app as rest_app
 from serving.rest.app import RestApp, RestOptions, create_app
 from serving.rest.http_server import HttpLimits, protocol_class

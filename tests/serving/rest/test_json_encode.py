@@ -192,3 +192,19 @@ def test_layout_matches_tensorflow_serving_writer_calls(data: st.DataObject) -> 
     chosen = data.draw(st.lists(names, min_size=1, max_size=3, unique=True))
     outputs = {n: data.draw(_tensors(batch)) for n in chosen}
     assert text(outputs, fmt) == tensorflow_serving_text(outputs, fmt)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hnp.arrays(
+        st.sampled_from([np.float32, np.float64]),
+        hnp.array_shapes(min_dims=2, max_dims=2, min_side=1, max_side=8),
+        elements=st.floats(width=32, allow_subnormal=False),
+    )
+)
+def test_a_small_float_answer_is_written_as_the_general_path_writes_it(array: np.ndarray) -> None:
+    from serving.rest import json_encode
+
+    general = json_encode._BODIES[RequestFormat.ROW][1]({"y": array})
+    expected = ("{" + json_encode._indent(1) + '"predictions": ' + general + "\n}").encode()
+    assert encode_predict_response({"y": array}, RequestFormat.ROW) == expected
