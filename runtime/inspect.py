@@ -2,7 +2,8 @@
 
 Prints what ``saved_model_cli show --all`` shows (tags, signature inputs/outputs with dtype, shape
 and tensor name, method name) plus whether every op the signatures, restore and init reach has a
-kernel here, so a model can be checked before it is deployed. Exit status 1 if any is missing.
+kernel here and whether the model policy (``runtime.model_policy``) lets it be served, so a model
+can be checked before it is deployed. Exit status 1 if an op is missing or refused.
 Reached ops include those inside the function bodies that If/While/Case (or a call left
 uninlined) run, which the kernel check looks inside too.
 """
@@ -18,7 +19,13 @@ from runtime.dtypes import DataType
 from runtime.errors import OpError
 from runtime.functions import referenced_functions
 from runtime.graph import Graph
-from runtime.saved_model import load_graph, missing_ops, read_saved_model, signatures_of
+from runtime.saved_model import (
+    load_graph,
+    missing_ops,
+    policy_violations,
+    read_saved_model,
+    signatures_of,
+)
 
 
 def _shape(shape: tuple[int, ...] | None) -> str:
@@ -67,19 +74,30 @@ def describe(export_dir: str, tag_set: str | None, signature: str | None, out: T
                     print(f"        name: {spec.name}", file=out)
             print(f"  Method name is: {sig.method_name}", file=out)
         reached = load_graph(meta_graph, export_dir)
-        missing = missing_ops(reached)
+        refused, denied = policy_violations(meta_graph, reached, export_dir)
+        # A refused op is reported as such, kernel or not.
+        refused_types = {item.op for item in refused}
+        missing = {op: nodes for op, nodes in missing_ops(reached).items()
+                   if op not in refused_types}
         op_types = reached_op_types(reached)
         print(
             "\nOps reachable from signatures, restore and init, function bodies included "
             f"({len(op_types)}): {', '.join(op_types)}",
             file=out,
         )
+        if refused or denied:
+            status = 1
+            print("Refused by the model policy:", file=out)
+            for item in refused:
+                print(f"  {item.op}: '{item.node}' ({item.concern.value})", file=out)
+            for read in denied:
+                print(f"  {read.op}: '{read.node}' reads '{read.path}'", file=out)
         if missing:
             status = 1
             print("Unsupported ops (no kernel):", file=out)
             for op, nodes in sorted(missing.items()):
                 print(f"  {op}: {len(nodes)} node(s), e.g. {nodes[0]}", file=out)
-        else:
+        elif not (refused or denied):
             print("Every reachable op is supported.", file=out)
     return status
 

@@ -7,6 +7,9 @@ request is never changed underneath it.
 
 Tables (``runtime.lookup_tables``) live as long as the model: the load-time session that runs the
 init op and the serving session share one manager, so a table filled at load serves every request.
+
+The manager also carries the model's ``ReadableFiles``: the kernels that open a file (a table's text
+file, the checkpoint) reach it here, through ``readable_files``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from runtime.errors import FailedPreconditionError, InvalidArgumentError
+from runtime.readable_files import UNRESTRICTED, ReadableFiles
 
 if TYPE_CHECKING:
     from runtime.lookup_tables import LookupTable
@@ -69,9 +73,11 @@ def _compatible(declared: tuple[int, ...], actual: tuple[int, ...]) -> bool:
 
 
 class ResourceManager:
-    """Variables and tables of one loaded model. Thread-safe creation; values swap atomically."""
+    """Variables and tables of one loaded model. Thread-safe creation; values swap atomically.
+    ``readable``: the files its kernels may open (see ``runtime.readable_files``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, readable: ReadableFiles = UNRESTRICTED) -> None:
+        self.readable = readable
         self._variables: dict[tuple[str, str], Variable] = {}
         self._tables: dict[tuple[str, str], LookupTable] = {}
         self._lock = threading.Lock()
@@ -129,3 +135,9 @@ class ResourceManager:
         with self._lock:
             self._variables.clear()
             self._tables.clear()
+
+
+def readable_files(resources: ResourceManager | None) -> ReadableFiles:
+    """The files a kernel of the session owning ``resources`` may open; a kernel built outside a
+    session (constant folding, tests) has no model directory to keep to."""
+    return resources.readable if resources is not None else UNRESTRICTED

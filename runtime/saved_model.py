@@ -2,9 +2,12 @@
 
 The sequence is TensorFlow Serving's: pick the MetaGraphDef whose tags match, build the graph
 (function calls inlined), keep only what the signatures, the restore op and the init op reach,
-refuse the model if any of that lacks a kernel (naming every missing op), restore variables by
-feeding the checkpoint prefix to the SaverDef's restore op, run the init op with asset paths fed,
-then optimize the serving graph and hand out a ``Session`` over it.
+refuse the model if any of that breaks the model policy (``runtime.model_policy``: running code,
+writing files, reading files outside its version directory) or lacks a kernel (naming every
+offending op either way), restore variables by feeding the checkpoint prefix to the SaverDef's
+restore op, run the init op with asset paths fed, then optimize the serving graph and hand out a
+``Session`` over it. The session's kernels read files only under the version's own data
+directories (``runtime.readable_files``).
 """
 
 from __future__ import annotations
@@ -33,8 +36,18 @@ from runtime.functions import inline_functions, referenced_functions
 from runtime.graph import Graph, TensorRef, graph_from_graph_def, model_op_defs_from
 from runtime.graph_queries import reachable_graph
 from runtime.kernels import KERNELS, load_all_kernels
+from runtime.model_policy import (
+    PathRead,
+    RefusedByPolicy,
+    RefusedNode,
+    constant_path_reads,
+    policy_message,
+    refused_nodes,
+)
 from runtime.plan import Plan
+from runtime.readable_files import ReadableFiles
 from runtime.ref_variables import dereference_refs, read_fetched_refs
+from runtime.resources import ResourceManager
 from runtime.session import Session
 
 SAVED_MODEL_PB = "saved_model.pb"
@@ -171,6 +184,21 @@ def missing_ops_message(missing: Mapping[str, list[str]], where: str) -> str:
         f"Op type not registered: the model at {where} uses {len(missing)} op type"
         f"{'s' if len(missing) != 1 else ''} this runtime has no kernel for: " + "; ".join(parts)
     )
+
+
+def policy_violations(
+    meta_graph: Any, graph: Graph, export_dir: str | os.PathLike[str]
+) -> tuple[list[RefusedNode], list[PathRead]]:
+    """What the model policy refuses in ``graph`` (see ``runtime.model_policy``): its refused
+    nodes, and the files it fixes that lie outside the version's readable directories. The
+    tensors loading feeds (asset paths, the checkpoint prefix) are no fixed paths, though a TF1
+    graph holds them as constants."""
+    fed = {TensorRef.parse(name) for name in _asset_feeds(meta_graph, Path(export_dir))}
+    if meta_graph.saver_def.filename_tensor_name:
+        fed.add(TensorRef.parse(meta_graph.saver_def.filename_tensor_name))
+    readable = ReadableFiles.of_version(export_dir)
+    denied = [r for r in constant_path_reads(graph, fed) if not readable.allows(r.path, r.use)]
+    return refused_nodes(graph), denied
 
 
 class LoadedModel:
@@ -328,6 +356,10 @@ def load_saved_model(
     meta_graph = select_meta_graph(read_saved_model(base), tags, base)
     signatures = signatures_of(meta_graph)
     graph = load_graph(meta_graph, base)
+    # The policy first: a refused op is refused whether or not a kernel exists for it.
+    refused, denied = policy_violations(meta_graph, graph, base)
+    if refused or denied:
+        raise RefusedByPolicy(policy_message(refused, denied, str(base)))
     missing = missing_ops(graph)
     if missing:
         raise NotFoundError(missing_ops_message(missing, str(base)))
@@ -336,7 +368,7 @@ def load_saved_model(
     graph, fetch_instead = read_fetched_refs(graph, signature_tensors(signatures))
     protected = {fetch_instead.get(ref, ref) for ref in signature_tensors(signatures)}
 
-    load_session = Session(graph)
+    load_session = Session(graph, ResourceManager(ReadableFiles.of_version(base)))
     saver = meta_graph.saver_def
     prefix = base / "variables" / "variables"
     if saver.restore_op_name and Path(f"{prefix}.index").exists():
@@ -365,6 +397,7 @@ __all__ = [
     "load_graph",
     "load_saved_model",
     "missing_ops",
+    "policy_violations",
     "read_saved_model",
     "select_meta_graph",
     "signatures_of",

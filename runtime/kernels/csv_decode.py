@@ -34,9 +34,11 @@ _SPACE = b" \t\n\v\f\r"
 _INT_RE = re.compile(rb"[+-]?[0-9]+")
 # What absl::from_chars accepts, after SimpleAtof has dropped one leading '+': decimal and
 # 0x-prefixed hex floats, inf/infinity, and nan with an optional payload.
+# Digits match one way only (not as `[0-9]+\.?[0-9]*`, which splits a run of digits n ways), so
+# a failing match of a long run stays linear rather than quadratic.
 _FLOAT_RE = re.compile(
-    rb"-?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-    rb"|0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?"
+    rb"-?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+    rb"|0[xX](?:[0-9a-fA-F]+(?:\.[0-9a-fA-F]*)?|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?"
     rb"|(?i:inf|infinity)|(?i:nan)(?:\([0-9A-Za-z_]*\))?)"
 )
 _INT_RANGE = {np.dtype(np.int32): (-(2**31), 2**31 - 1), np.dtype(np.int64): (-(2**63), 2**63 - 1)}

@@ -5,6 +5,10 @@ Print writes where a server's operator looks, not to a raw stream: one INFO reco
 ``graphserve.print`` logger per call (TensorFlow writes the same line to stderr). PrintV2 follows
 its ``output_stream`` attr as TensorFlow does: ``stdout``/``stderr`` are written directly, the
 ``log(...)`` forms go to that logger at their level.
+
+Printing is rate-limited per node (``runtime.print_rate_limit``): a model that prints on every
+request writes a few lines a second, and a WARNING on the same logger says how many it held back.
+A PrintV2 to a ``file://`` stream never gets here: the model policy refuses it at load.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from runtime.errors import InvalidArgumentError, UnimplementedError
 from runtime.kernels.registry import NodeContext, kernel
 from runtime.kernels.tensor_list import shape_str
 from runtime.kernels.tensor_summary import summarize
+from runtime.print_rate_limit import LineLimiter
 
 log = logging.getLogger("graphserve.print")
 
@@ -32,6 +37,17 @@ _LOG_LEVELS = {"log(info)": logging.INFO, "log(warning)": logging.WARNING,
 def _text(value: bytes) -> str:
     # Messages are text; TensorFlow keeps bytes that are not UTF-8 as they are.
     return value.decode("utf-8", "backslashreplace")
+
+
+def _admit(node: NodeContext, limiter: LineLimiter) -> bool:
+    """Whether this line is written; first reports the lines held back before it."""
+    write, suppressed = limiter.admit()
+    if suppressed:
+        log.warning(
+            "%s node '%s': %d line%s not printed (more than %d a second)",
+            node.op, node.name, suppressed, "s" if suppressed != 1 else "", limiter.limit,
+        )
+    return write
 
 
 def _attr_bytes(value: Any) -> bytes:
@@ -61,9 +77,10 @@ def print_(node: NodeContext) -> Callable[..., Any]:
     first_n = int(node.attr("first_n", -1))
     summarize_count = int(node.attr("summarize", 3))
     calls = itertools.count()  # per kernel, as TensorFlow counts per kernel instance
+    limiter = LineLimiter()
 
     def show(value: Any, *data: Any) -> Any:
-        if first_n < 0 or next(calls) < first_n:
+        if (first_n < 0 or next(calls) < first_n) and _admit(node, limiter):
             parts = [f"[{_text(summarize(np.asarray(x), summarize_count, False))}]" for x in data]
             log.info("%s%s", message, "".join(parts))
         return value
@@ -75,6 +92,7 @@ def print_(node: NodeContext) -> Callable[..., Any]:
 def print_v2(node: NodeContext) -> Callable[..., Any]:
     stream = str(node.attr("output_stream", "stderr"))
     end = _attr_bytes(node.attr("end", "\n"))
+    limiter = LineLimiter()
 
     def show(text: Any) -> None:
         array = np.asarray(text)
@@ -84,6 +102,8 @@ def print_v2(node: NodeContext) -> Callable[..., Any]:
             )
         item = array.item()
         line = _text((item if isinstance(item, bytes) else str(item).encode()) + end)
+        if stream in _STREAMS and not _admit(node, limiter):
+            return
         if stream in ("stdout", "stderr"):
             out = sys.stdout if stream == "stdout" else sys.stderr
             out.write(line)

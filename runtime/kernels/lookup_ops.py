@@ -5,6 +5,9 @@ compiled, and returns the same handle on every call; tables are keyed by (contai
 or by the node name when the shared name is empty (TensorFlow then keeps the table private to the
 node's kernel, which lives as long as the session). The load-time session and the serving session
 share the manager, so the table the init op fills is the one requests find in.
+
+A table's text file is read only where the session's ``ReadableFiles`` allows (the version's
+``assets/``): the file name may come from a request.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from runtime.errors import FailedPreconditionError, InvalidArgumentError
 from runtime.kernels.registry import KernelError, NodeContext, kernel
 from runtime.lookup_tables import HashTable, LookupTable, MutableHashTable, shape_text
 from runtime.lookup_text_file import TextFileSpec, check_dtypes, read_entries
-from runtime.resources import ResourceHandle, ResourceManager
+from runtime.readable_files import FileUse
+from runtime.resources import ResourceHandle, ResourceManager, readable_files
 
 _anonymous_ids = itertools.count()
 
@@ -173,6 +177,7 @@ def initialize_table_from_text_file(node: NodeContext) -> Callable[..., Any]:
         delimiter=node.attr("delimiter", "\t"),
         offset=node.attr("offset", 0),
     )
+    readable = readable_files(node.resources)
 
     def initialize(handle: ResourceHandle, filename: np.ndarray) -> None:
         table = _initializable(handle)
@@ -184,6 +189,8 @@ def initialize_table_from_text_file(node: NodeContext) -> Callable[..., Any]:
         path = os.fsdecode(path) if isinstance(path, bytes) else str(path)
         if not path:
             raise InvalidArgumentError("filename cannot be empty.")
+        # Before anything else, even on an initialized table: a refused path is refused always.
+        readable.check(path, FileUse.ASSET, node.op)
         check_dtypes(spec, table.key_dtype, table.value_dtype)
         if table.initialized:
             # TensorFlow lets a table initialized from a file be initialized again (the shared

@@ -14,7 +14,8 @@ ConcatV2's ``values`` arrive flattened, in order) and return one array for a sin
 tuple/list with one entry per output port otherwise. They must never modify their inputs: tensors
 are shared between consumers.
 
-Kernels that need per-session state (variables) get it through ``node.resources``.
+Kernels that need per-session state (variables) get it through ``node.resources``; so do kernels
+that open a file by name, which ask its ``readable`` (``runtime.readable_files``) first.
 
 Inputs that the graph fixes (``Const`` nodes: a Reshape's shape, a Transpose's permutation, a
 weight matrix) are known when a plan is compiled. A factory may look at them with

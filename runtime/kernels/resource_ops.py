@@ -1,7 +1,8 @@
 """CPU kernels: resource variables and checkpoint restore.
 
 Handles are bound when the plan is compiled: a VarHandleOp kernel returns the same handle on every
-call, so reading a variable costs one attribute load.
+call, so reading a variable costs one attribute load. RestoreV2 opens the checkpoint's files only
+where the session's ``ReadableFiles`` allows (the version's ``variables/``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import numpy as np
 from runtime import dtypes
 from runtime.errors import FailedPreconditionError, InvalidArgumentError
 from runtime.kernels.registry import KernelError, NodeContext, kernel
-from runtime.resources import ResourceHandle
+from runtime.readable_files import FileUse
+from runtime.resources import ResourceHandle, readable_files
 
 
 def _require_resources(node: NodeContext) -> Any:
@@ -97,12 +99,21 @@ def resource_gather(node: NodeContext) -> Callable[..., Any]:
 @kernel("RestoreV2")
 def restore_v2(node: NodeContext) -> Callable[..., Any]:
     from runtime.checkpoint import BundleReader
+    from runtime.checkpoint.bundle import data_filename, index_filename
 
     wanted = [dtypes.DataType.of(int(t)) for t in node.attr("dtypes")]
+    readable = readable_files(node.resources)
 
     def restore(prefix: np.ndarray, names: np.ndarray, slices: np.ndarray) -> list[np.ndarray]:
+        path = _text(prefix.item())
+        readable.check(index_filename(path), FileUse.CHECKPOINT, node.op)
         # The reader checks each entry's dtype against what the restore op expects.
-        with BundleReader(_text(prefix.item())) as reader:
+        with BundleReader(path) as reader:
+            # The index names the shard count; every shard is checked before any is opened.
+            for shard in range(reader.num_shards):
+                readable.check(
+                    data_filename(path, shard, reader.num_shards), FileUse.CHECKPOINT, node.op
+                )
             return [
                 reader.read_slice(_text(name), _text(spec), dtype)
                 for name, spec, dtype in zip(names.ravel(), slices.ravel(), wanted)

@@ -2,7 +2,7 @@
 
 The family is spread over sibling modules imported here (the family list in ``runtime.kernels``
 names only this one): ``string_hash_ops`` (StringToHashBucket*, Fingerprint), ``string_split``
-(split, join, n-grams), ``string_regex`` (RE2-style regexes), ``string_format`` (AsString),
+(split, join, n-grams), ``string_regex`` (RE2 regexes), ``string_format`` (AsString),
 ``string_unicode`` (UnicodeDecode/Encode) and ``ragged_ops`` (RaggedTensorToTensor and friends).
 
 String tensors are object arrays of ``bytes``; every kernel here is a loop over Python ``bytes``
@@ -252,9 +252,11 @@ def encode_base64(node: NodeContext) -> Callable[[np.ndarray], np.ndarray]:
 
 # What absl's SimpleAtof/SimpleAtoi accept: ASCII whitespace around the number, decimal or hex
 # floats, inf/infinity/nan in any case; integers are plain decimal with an optional sign.
+# Digits match one way only (not as `[0-9]+\.?[0-9]*`, which splits a run of digits n ways), so
+# a failing match of a long run stays linear rather than quadratic.
 _FLOAT_RE = re.compile(
-    rb"[ \t\n\v\f\r]*([+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-    rb"|0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?"
+    rb"[ \t\n\v\f\r]*([+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+    rb"|0[xX](?:[0-9a-fA-F]+(?:\.[0-9a-fA-F]*)?|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?"
     rb"|(?i:inf|infinity|nan)))[ \t\n\v\f\r]*"
 )
 _INT_RE = re.compile(rb"[ \t\n\v\f\r]*([+-]?[0-9]+)[ \t\n\v\f\r]*")

@@ -15,6 +15,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from runtime.errors import NotFoundError, OpError, UnimplementedError
+from runtime.model_policy import RefusedByPolicy
 from serving.core.settle import SAVED_MODEL_FILES, TFLITE_MODEL_FILE
 
 
@@ -60,5 +61,7 @@ def tflite_passed_over(names: Collection[str], *, prefer_tflite: bool) -> bool:
 
 
 def should_retry_load(error: OpError) -> bool:
-    """The manager's retry rule: every failed load is retried except an unservable model."""
-    return not isinstance(error, UnservableModel)
+    """The manager's retry rule: every failed load is retried except an unservable model and
+    one the model policy refuses (the same files would be refused again; a directory replaced
+    with fixed content is loaded afresh)."""
+    return not isinstance(error, UnservableModel | RefusedByPolicy)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -105,6 +106,13 @@ def test_covers_every_fixture_model() -> None:
     }
 
 
+def _refused_ops(export_dir: Path) -> list[str]:
+    """The op types the fixture declares our model policy refuses (info.json ``refused_ops``)."""
+    info = export_dir.parent / "info.json"
+    refused: list[str] = json.loads(info.read_text()).get("refused_ops", []) if info.exists() else []
+    return refused
+
+
 @pytest.mark.parametrize(
     "export_dir", ALL_EXPORTS, ids=[f"{p.parent.name}/{p.name}" for p in ALL_EXPORTS]
 )
@@ -114,5 +122,14 @@ def test_every_fixture_model_is_fully_supported(
     status = main([str(export_dir)])
     out = capsys.readouterr().out
     assert "Unsupported ops" not in out, out
+    refused = _refused_ops(export_dir)
+    if refused:
+        # Meant to be refused: named as the policy's, and not as missing kernels.
+        assert status == 1
+        assert "Refused by the model policy:" in out
+        for op in refused:
+            assert f"\n  {op}: '" in out
+        return
+    assert "Refused by the model policy" not in out
     assert status == 0
     assert "Every reachable op is supported." in out

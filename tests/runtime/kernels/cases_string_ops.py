@@ -825,6 +825,87 @@ add(
     expect_error=True,
 )
 
+# Patterns a backtracking engine needs exponential time for (RE2 is linear), RE2 features Python's
+# `re` lacks, empty matches stepping over every kind of UTF-8 sequence, and "(?<" in the places an
+# RE2 that predates (?<name>...) does or does not read it as a group.
+RX_HARD_INPUT = S(
+    "a" * 26 + "!",
+    "a" * 26,
+    "x" * 30 + "z",
+    "x" * 30 + "y",
+    "αβγ abc Ωmega",
+    "aaab",
+    *NASTY.tolist(),
+    b"\xc0\x80",
+    b"\xf4\x90\x80\x80",
+    b"\xef\xbf\xbd",
+    "(?<x>a)",
+)
+HARD_REPLACE = [
+    ("nested_plus", "(a+)+$", "#", True),
+    ("nested_plus_group", "(a+)+$", r"<\1>", True),
+    ("nested_xx", "(x+x+)+y", "#", True),
+    ("alternation_blowup", "(a|aa)+$", "#", True),
+    ("greek", r"\p{Greek}+", "G", True),
+    ("ungreedy", "(?U)a+", "A", True),
+    ("any_byte", r"a\Cb|\C", "!", True),
+    ("negated_posix", "[[:^alpha:]]", "_", True),
+    ("not_digit_in_class", r"[\Dx]", ".", False),
+    ("empty_everywhere", "", "-", True),
+    ("empty_first", "", "-", False),
+    ("angle_in_class", "[(?<]", "!", True),
+    ("escaped_angle", r"\(?<", "!", True),
+    ("quoted_angle", r"\Q(?<\E", "!", True),
+]
+for name, pattern, rewrite, glob in HARD_REPLACE:
+    add(
+        f"static_replace_{name}",
+        "StaticRegexReplace",
+        {"input": RX_HARD_INPUT},
+        {"pattern": pattern, "rewrite": rewrite, "replace_global": glob},
+    )
+for name, pattern in (
+    ("angle_named_group_nested", "((?<x>a)"),
+    ("lookbehind_at_end", "a(?<="),
+    ("negative_lookbehind", "(?<!a)b"),
+    ("error_before_angle", "a**(?<x>b)"),
+    ("angle_after_class", "[a](?<x>b)"),
+):
+    add(
+        f"static_replace_invalid_{name}",
+        "StaticRegexReplace",
+        {"input": RX_HARD_INPUT},
+        {"pattern": pattern, "rewrite": ""},
+        expect_error=True,
+    )
+for name, pattern in (
+    ("nested_plus", "(a+)+$"),
+    ("nested_xx", "(x+x+)+y"),
+    ("greek", r"[\p{Greek}\s\pL]+"),
+):
+    add(
+        f"static_full_match_{name}",
+        "StaticRegexFullMatch",
+        {"input": RX_HARD_INPUT},
+        {"pattern": pattern},
+    )
+add(
+    "full_match_nested_plus",
+    "RegexFullMatch",
+    {"input": RX_HARD_INPUT, "pattern": scalar("(a+)+$")},
+)
+add(
+    "full_match_invalid_angle_group",
+    "RegexFullMatch",
+    {"input": RX_HARD_INPUT, "pattern": scalar("(?<x>a)")},
+    expect_error=True,
+)
+add(
+    "regex_replace_nested_plus",
+    "RegexReplace",
+    {"input": RX_HARD_INPUT, "pattern": scalar("(x+x+)+y"), "rewrite": scalar(r"[\1]")},
+)
+
 # --- Unicode code points -------------------------------------------------------------------------
 
 UNICODE_INPUT = S(

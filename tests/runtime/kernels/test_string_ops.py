@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from runtime.errors import OpError, UnimplementedError
+from runtime.errors import OpError
 from runtime.kernels.registry import KernelError, instantiate
 from tests.runtime.kernels import cases_ragged_ops, cases_string_ops
 from tests.runtime.kernels.case import Case
 from tests.runtime.kernels.check import check_case, kernel_attrs, load_recording
+
+REPO = Path(__file__).resolve().parents[3]
 
 RECORDINGS = {
     "string_ops": load_recording("string_ops"),
@@ -98,11 +104,42 @@ def test_scalar_string_results() -> None:
     assert text.shape == () and text.item() == RECORDINGS["string_ops"]["as_string_one/out0"][0]
 
 
-@pytest.mark.parametrize(
-    "pattern", [r"\p{Greek}", "(?U)a+", r"a\Cb", "[[:^alpha:]]", r"[\Dx]"], ids=str
+# Run in a child process: Python's `re` holds the GIL while it backtracks, so only a process
+# boundary can bound the wait. The bound is generous; a linear match takes milliseconds.
+LONG_NUMBERS = textwrap.dedent(
+    """
+    import numpy as np
+    from runtime.errors import InvalidArgumentError
+    from runtime.kernels.registry import instantiate
+
+    DT_FLOAT = 1
+    to_number = instantiate("StringToNumber", {"out_type": DT_FLOAT})
+    decode_csv = instantiate("DecodeCSV", {"OUT_TYPE": [DT_FLOAT], "field_delim": ","})
+    refused = 0
+    for text in (b"1" * 200000 + b"x", b"0x" + b"f" * 200000 + b"g", b"1." + b"2" * 200000 + b"e"):
+        record = np.empty(1, dtype=object)
+        record[:] = [text]
+        for run in (lambda: to_number(record), lambda: decode_csv(record, np.zeros(1, np.float32))):
+            try:
+                run()
+            except InvalidArgumentError:
+                refused += 1
+    print(refused)
+    """
 )
-def test_re2_features_without_a_translation_are_unimplemented(pattern: str) -> None:
-    # Never a silently different match: these fail when the kernel runs.
-    fn = instantiate("StaticRegexReplace", {"pattern": pattern, "rewrite": ""})
-    with pytest.raises(UnimplementedError):
-        fn(cases_string_ops.S("abc"))
+
+
+def test_long_malformed_numbers_are_refused_in_linear_time() -> None:
+    # A pattern that can split a run of digits n ways takes quadratic time to fail on it.
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", LONG_NUMBERS],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("parsing a long malformed number did not finish: quadratic backtracking")
+    assert done.stdout.split() == ["6"]
