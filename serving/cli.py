@@ -40,6 +40,8 @@ _SERVED: dict[str, type] = {
 # tensorflow_model_server flags accepted for compatibility that change nothing yet.
 _ACCEPTED: dict[str, type] = {
     "flush_filesystem_caches": bool,
+    # Unloads run on each model's own load worker (serving.core.load_lanes).
+    "num_unload_threads": int,
     "tensorflow_session_parallelism": int,
     "tensorflow_intra_op_parallelism": int,
     "tensorflow_inter_op_parallelism": int,

@@ -100,8 +100,10 @@ class ServerOptions:
     file_system_settle_seconds: float = 0.5
     # Beyond TensorFlow Serving: react to file-system events at once (polling stays on).
     file_system_watch: bool = True
+    # Loads run on a worker per model (each model's in order, models side by side); this caps
+    # how many run at once (0: one), and a load running 10 s stops counting against the cap,
+    # so a hung load never holds the others back for good.
     num_load_threads: int = 0
-    num_unload_threads: int = 0
     max_num_load_retries: int = 5
     load_retry_interval_micros: int = 60_000_000
     enable_model_warmup: bool = True
@@ -112,6 +114,9 @@ class ServerOptions:
     saved_model_tags: str = "serve"
     allow_version_labels_for_unavailable_models: bool = False
     enable_signature_method_name_check: bool = False
+    # Beyond TensorFlow Serving: false turns HandleReloadConfigRequest off (PERMISSION_DENIED,
+    # nothing changes), for a server whose model list only its config file may change.
+    enable_model_management_rpc: bool = True
     # TensorFlow Lite models are not served: a version holding only model.tflite fails its load
     # with an error saying so (with or without the flag); one holding a SavedModel serves it.
     prefer_tflite_model: bool = False

@@ -7,7 +7,11 @@ TensorFlow Serving's FileSystemStoragePathSource, with three changes:
   stays aspired until its successor is whole;
 * watchdog events make changes visible at once; polling every ``poll_wait_seconds`` stays as the
   fallback and safety net (events can be lost, watches can fail to start);
-* a missing base path only affects its own model: the others are still scanned and emitted.
+* a missing base path only affects its own model: the others are still scanned and emitted;
+* a version directory that cannot be loaded as it stands (a dangling symlink, a loop, required
+  files that never come) is reported to ``on_unservable`` with the reason, so it shows in the
+  status API, and each aspired version carries its directory's identity, so a directory replaced
+  in place under the same number reaches the manager as new content.
 
 Threads and ordering: scans (the poll thread, watchdog-triggered rescans, ``scan()`` and
 ``set_models()``) are serialized by one lock, and the callback is called under it, so the calls
@@ -27,9 +31,9 @@ from pathlib import Path
 
 from runtime.errors import InvalidArgumentError
 from serving.config import LatestVersions, ModelConfig, SpecificVersions
-from serving.core.aspired import AspiredVersion, AspiredVersionsCallback
+from serving.core.aspired import AspiredVersion, AspiredVersionsCallback, UnservableCallback
 from serving.core.fs_watch import BasePathWatches
-from serving.core.settle import SettleTracker
+from serving.core.settle import Fault, Readiness, SettleTracker
 from serving.storage_path import aspired_versions, list_versions
 
 log = logging.getLogger("graphserve")
@@ -48,6 +52,7 @@ class _Model:
     no_versions: bool = False
     missing_specific: frozenset[int] = frozenset()
     waiting: dict[int, str] = field(default_factory=dict)
+    reported: dict[int, Fault] = field(default_factory=dict)  # unservable versions told of
 
 
 class FileSystemSource:
@@ -69,8 +74,10 @@ class FileSystemSource:
         settle_seconds: float = 0.5,
         use_watchdog: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        on_unservable: UnservableCallback | None = None,
     ) -> None:
         self._callback = callback
+        self._on_unservable = on_unservable
         self._poll_wait = poll_wait_seconds
         self._settle_seconds = settle_seconds
         self._use_watchdog = use_watchdog
@@ -216,9 +223,10 @@ class FileSystemSource:
             model.base_missing = False
         model.settle.retain(found.values())
         complete, waiting, ready_at = self._complete_versions(model, found)
-        self._log_findings(model, found, waiting)
+        self._log_findings(model, found, {v: r.reason for v, r in waiting.items()})
+        self._report_unservable(model, found, waiting)
         wanted = aspired_versions(config.version_policy, complete)
-        versions = tuple(AspiredVersion(v, complete[v]) for v in wanted)
+        versions = tuple(AspiredVersion(v, found[v], complete[v].identity) for v in wanted)
         if not versions and waiting:
             # Nothing whole yet but something on its way: an empty list would unload what is
             # serving (a replaced directory, a changed base path) for no gain.
@@ -232,9 +240,9 @@ class FileSystemSource:
 
     def _complete_versions(
         self, model: _Model, found: dict[int, Path]
-    ) -> tuple[dict[int, Path], dict[int, str], float | None]:
-        """The complete versions the policy could want, the incomplete ones it could want (with
-        why), and the earliest time a settling one completes. Checks highest first and stops
+    ) -> tuple[dict[int, Readiness], dict[int, Readiness], float | None]:
+        """The complete versions the policy could want, the incomplete ones it could want, and
+        the earliest time one of those is to be looked at again. Checks highest first and stops
         once ``latest`` has enough, so old versions are not walked on every scan."""
         policy = model.config.version_policy
         candidates = sorted(found, reverse=True)
@@ -242,22 +250,39 @@ class FileSystemSource:
             listed = set(policy.versions)
             candidates = [v for v in candidates if v in listed]
         limit = max(policy.num_versions, 1) if isinstance(policy, LatestVersions) else None
-        complete: dict[int, Path] = {}
-        waiting: dict[int, str] = {}
+        complete: dict[int, Readiness] = {}
+        waiting: dict[int, Readiness] = {}
         ready_at: float | None = None
         for version in candidates:
             if limit is not None and len(complete) >= limit:
                 break
             readiness = model.settle.check(found[version])
             if readiness.complete:
-                complete[version] = found[version]
+                complete[version] = readiness
                 continue
-            waiting[version] = readiness.reason
+            waiting[version] = readiness
             if readiness.ready_at is not None and (
                 ready_at is None or readiness.ready_at < ready_at
             ):
                 ready_at = readiness.ready_at
         return complete, waiting, ready_at
+
+    def _report_unservable(
+        self, model: _Model, found: dict[int, Path], waiting: dict[int, Readiness]
+    ) -> None:
+        """Tell of each version that became unservable, or whose fault changed, once."""
+        faults = {v: r.unservable for v, r in waiting.items() if r.unservable is not None}
+        for version, fault in sorted(faults.items()):
+            if model.reported.get(version) == fault:
+                continue
+            name = model.config.name
+            error = fault.error(
+                f"Version {version} of servable {name} at {found[version]} cannot be loaded"
+            )
+            log.error("%s", error.message)
+            if self._on_unservable is not None:
+                self._on_unservable(name, version, error)
+        model.reported = faults
 
     def _log_findings(self, model: _Model, found: dict[int, Path], waiting: dict[int, str]) -> None:
         config = model.config

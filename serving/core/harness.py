@@ -62,9 +62,12 @@ class LoaderHarness:
         max_num_load_retries: int = 5,
         load_retry_interval_s: float = 60.0,
         should_retry: Callable[[OpError], bool] | None = None,
+        identity: tuple[int, int] | None = None,
     ) -> None:
         self.id = id
         self.path = path
+        # Which directory ``path`` was when this harness was made (see AspiredVersion).
+        self.identity = identity
         # TensorFlow Serving's should_retry_model_load: whether a failed attempt is tried again.
         self._should_retry = should_retry
         # Whether the latest aspired list still names this version (the manager's to set).
@@ -104,9 +107,12 @@ class LoaderHarness:
         """Stop retrying (and waiting to retry); a load that then succeeds is undone."""
         self._cancelled.set()
 
-    def load(self, loader: VersionLoader) -> OpError | None:
+    def load(
+        self, loader: VersionLoader, on_retry: Callable[[OpError], None] | None = None
+    ) -> OpError | None:
         """Try the load up to 1 + max_num_load_retries times (an error ``should_retry`` turns
-        down ends it at once); None on success.
+        down ends it at once); None on success. ``on_retry`` hears each failed attempt that is
+        to be tried again, before the wait.
 
         On success the servable is held and handed out by ``acquire``, but the state stays
         LOADING until ``mark_ready``: the manager publishes AVAILABLE in between, so nothing
@@ -141,6 +147,8 @@ class LoaderHarness:
                 break
             if self._should_retry is not None and error is not None and not self._should_retry(error):
                 break
+            if on_retry is not None and error is not None:
+                on_retry(error)
             if self._retry_interval_s > 0 and self._cancelled.wait(self._retry_interval_s):
                 break
         if error is not None:
@@ -217,6 +225,15 @@ class LoaderHarness:
         with self._lock:
             self._state = HarnessState.DISABLED
         log.info("Done unloading servable version %s", self.id)
+
+    def discard(self) -> None:
+        """Close what a load returned that will never be served (its swap was overtaken)."""
+        with self._lock:
+            servable, self._servable = self._servable, None
+            self._open = False
+            self._state = HarnessState.DISABLED
+        if servable is not None:
+            self._close_servable(servable)
 
     def _close_servable(self, servable: Servable) -> None:
         try:

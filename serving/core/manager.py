@@ -12,11 +12,20 @@ a list arrives or a load/unload finishes) does what TensorFlow Serving's manage-
    afresh; one that is still READY is simply kept (where TensorFlow Serving would unload it and
    load it again);
 3. ask the transition policy for each model's next action and carry it out, unloads before
-   loads, on the load/unload thread pools (0 threads: inline, in the calling thread).
+   loads, on the model's lane (``load_lanes.py``): each model's actions run in order, different
+   models' side by side, so one model's slow or hung load never holds back another's. (A
+   manager driven by hand with ``inline_actions`` runs them in the thread calling ``step``.)
 
-Published states: START when a version is first aspired, LOADING, then AVAILABLE once
+Published states: START when a version is first aspired, LOADING (with the last attempt's error
+while a failed load waits to be retried, so an operator sees why at once), then AVAILABLE once
 ``handle()`` can return it, or END with the error; for unloads UNLOADING while it is still
 handed out, END once its servable is closed.
+
+A version directory replaced in place (a new identity under the same number, see
+``AspiredVersion``) is loaded afresh beside the serving one, which is swapped out once the new
+content is AVAILABLE; if the new content fails to load, the old keeps serving and the version
+shows AVAILABLE with that error. Versions a source cannot aspire (``report_unservable``) show as
+END with the reason, or, while an older content of theirs still serves, AVAILABLE with it.
 
 ``handle()`` takes no manager lock: it reads an immutable serving map that loads and unloads
 replace whole, and counts the handle on the version's harness. An unload first publishes a map
@@ -27,16 +36,17 @@ on.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
 from runtime.errors import InvalidArgumentError, NotFoundError, OpError
 from serving.core.aspired import AspiredVersion
 from serving.core.harness import HarnessState, LoaderHarness, VersionLoader
+from serving.core.load_lanes import LOAD_STALL_SECONDS, LoadLanes
 from serving.core.state_monitor import ServableStateMonitor
 from serving.core.transition_policy import (
     ActionKind,
@@ -59,6 +69,9 @@ __all__ = ["AspiredVersionsManager", "VersionLoader"]
 # Harnesses holding nothing: once un-aspired they can be forgotten.
 _FORGETTABLE = (HarnessState.NEW, HarnessState.DISABLED, HarnessState.ERROR)
 
+# How long ``close`` waits for loads in progress before abandoning them.
+CLOSE_WAIT_SECONDS = 5.0
+
 
 @dataclass(frozen=True)
 class _ModelServing:
@@ -77,13 +90,14 @@ class AspiredVersionsManager:
         monitor: ServableStateMonitor,
         *,
         num_load_threads: int = 0,
-        num_unload_threads: int = 0,
         max_num_load_retries: int = 5,
         load_retry_interval_s: float = 60.0,
         should_retry_model_load: Callable[[OpError], bool] | None = None,
         policy: TransitionPolicy = availability_preserving,
         manage_interval_s: float = 0.1,
         autostart: bool = True,
+        inline_actions: bool = False,
+        load_stall_s: float = LOAD_STALL_SECONDS,
     ) -> None:
         self._loader = loader
         self._monitor = monitor
@@ -92,11 +106,13 @@ class AspiredVersionsManager:
         self._should_retry = should_retry_model_load  # None: every failed load is retried
         self._policy = policy
         self._manage_interval_s = manage_interval_s
-        self._load_pool = _pool(num_load_threads, "load")
-        self._unload_pool = _pool(num_unload_threads, "unload")
+        # At most num_load_threads loads at once (0: one, TensorFlow Serving's serial loads).
+        self._lanes = None if inline_actions else LoadLanes(num_load_threads, stall_s=load_stall_s)
         # Guards harnesses, aspired flags, pending lists and the building of the serving map.
         self._lock = threading.Lock()
         self._harnesses: dict[str, dict[int, LoaderHarness]] = {}
+        # The new content of a version replaced in place, loading beside the serving harness.
+        self._replacing: dict[ServableId, LoaderHarness] = {}
         self._listed: set[LoaderHarness] = set()  # harnesses in the serving map
         self._pending: dict[str, list[AspiredVersion]] = {}
         self._received: dict[str, tuple[AspiredVersion, ...]] = {}
@@ -133,6 +149,10 @@ class AspiredVersionsManager:
                 # At once, not at the next pass: a load retrying inline holds up that pass.
                 if version not in unique:
                     harness.cancel_load_retries()
+            for id, replacement in self._replacing.items():
+                wanted = unique.get(id.version)
+                if id.name == name and (wanted is None or wanted.identity != replacement.identity):
+                    replacement.cancel_load_retries()
         self._wake.set()
 
     # -- reconciling ------------------------------------------------------------------------
@@ -147,15 +167,17 @@ class AspiredVersionsManager:
             if self._closed:
                 return False
             flushed = self._flush()
-            started = self._apply_pending()
+            started, replacements = self._apply_pending()
             loads, unloads = self._choose_actions()
         for harness in started:
             self._publish(harness.id, ManagerState.START)
         for harness in unloads:
-            self._submit(self._unload_pool, self._execute_unload, harness)
+            self._submit(self._execute_unload, harness, load=False)
         for harness in loads:
-            self._submit(self._load_pool, self._execute_load, harness)
-        return flushed or bool(started or loads or unloads)
+            self._submit(self._execute_load, harness, load=True)
+        for harness in replacements:
+            self._submit(self._execute_replacement, harness, load=True)
+        return flushed or bool(started or loads or unloads or replacements)
 
     def _flush(self) -> bool:
         flushed = False
@@ -169,19 +191,24 @@ class AspiredVersionsManager:
                 del self._harnesses[name]
         return flushed
 
-    def _apply_pending(self) -> list[LoaderHarness]:
+    def _apply_pending(self) -> tuple[list[LoaderHarness], list[LoaderHarness]]:
+        """Apply the lists received; returns the new harnesses and the replacements to load."""
         started: list[LoaderHarness] = []
+        replacements: list[LoaderHarness] = []
         for name in list(self._pending):
+            if any(id.name == name for id in self._replacing):
+                continue  # the list waits for the swap in progress
             wanted = {v.version: v for v in self._pending[name]}
             harnesses = self._harnesses.setdefault(name, {})
             # Versions named again after leaving a list: one still READY is kept as it is; one
             # that stopped (or whose load was cancelled) gets a fresh harness; one still on its
-            # way in or out holds the list back until it settles.
+            # way in or out holds the list back until it settles. A version whose directory
+            # was replaced is the same: new content, loaded afresh (beside it when READY).
             returning = [
                 h
                 for v, h in harnesses.items()
                 if v in wanted
-                and (not h.aspired or h.load_cancelled)
+                and (not h.aspired or h.load_cancelled or _replaced(h, wanted[v]))
                 and h.state is not HarnessState.READY
             ]
             if any(h.state not in _FORGETTABLE for h in returning):
@@ -195,25 +222,37 @@ class AspiredVersionsManager:
                 elif harness.aspired:
                     harness.aspired = False
                     harness.cancel_load_retries()
+            for version, harness in harnesses.items():
+                if version in wanted and _replaced(harness, wanted[version]):
+                    replacement = self._new_harness(harness.id, wanted[version])
+                    replacement.request_load()
+                    self._replacing[harness.id] = replacement
+                    replacements.append(replacement)
             for version, aspired in sorted(wanted.items()):
                 if version not in harnesses:
-                    harness = LoaderHarness(
-                        ServableId(name, version),
-                        aspired.path,
-                        max_num_load_retries=self._max_num_load_retries,
-                        load_retry_interval_s=self._load_retry_interval_s,
-                        should_retry=self._should_retry,
-                    )
+                    harness = self._new_harness(ServableId(name, version), aspired)
                     harnesses[version] = harness
                     started.append(harness)
             if not harnesses:
                 del self._harnesses[name]
-        return started
+        return started, replacements
+
+    def _new_harness(self, id: ServableId, aspired: AspiredVersion) -> LoaderHarness:
+        return LoaderHarness(
+            id,
+            aspired.path,
+            max_num_load_retries=self._max_num_load_retries,
+            load_retry_interval_s=self._load_retry_interval_s,
+            should_retry=self._should_retry,
+            identity=aspired.identity,
+        )
 
     def _choose_actions(self) -> tuple[list[LoaderHarness], list[LoaderHarness]]:
         loads: list[LoaderHarness] = []
         unloads: list[LoaderHarness] = []
         for name, harnesses in self._harnesses.items():
+            if any(id.name == name for id in self._replacing):
+                continue  # nothing moves while a version's new content loads beside it
             snapshot = [VersionSnapshot(v, h.state, h.aspired) for v, h in harnesses.items()]
             action = self._policy(snapshot)
             if action is None:
@@ -234,20 +273,20 @@ class AspiredVersionsManager:
         return loads, unloads
 
     def _submit(
-        self,
-        pool: ThreadPoolExecutor | None,
-        work: Callable[[LoaderHarness], None],
-        harness: LoaderHarness,
+        self, work: Callable[[LoaderHarness], None], harness: LoaderHarness, *, load: bool
     ) -> None:
-        if pool is None:
+        if self._lanes is None:
             work(harness)
         else:
-            pool.submit(work, harness)
+            self._lanes.submit(harness.id.name, functools.partial(work, harness), load=load)
 
     def _execute_load(self, harness: LoaderHarness) -> None:
         try:
             self._publish(harness.id, ManagerState.LOADING)
-            error = harness.load(self._loader)
+            error = harness.load(
+                self._loader,
+                lambda err: self._publish(harness.id, ManagerState.LOADING, err),
+            )
             if error is not None:
                 self._publish(harness.id, ManagerState.END, error)
                 return
@@ -277,6 +316,57 @@ class AspiredVersionsManager:
             log.exception("Unloading servable %s failed unexpectedly", harness.id)
         finally:
             self._wake.set()
+
+    def _execute_replacement(self, new: LoaderHarness) -> None:
+        """Load a replaced directory's new content beside the serving version, then swap it in
+        and unload the old content once its handles are back."""
+        id = new.id
+        try:
+            log.info("Servable %s was replaced at %s; loading its new content", id, new.path)
+            error = new.load(
+                self._loader, lambda err: self._publish(id, ManagerState.AVAILABLE, err)
+            )
+            with self._lock:
+                del self._replacing[id]
+                old = self._harnesses.get(id.name, {}).get(id.version)
+                swap = error is None and old is not None and old.state is HarnessState.READY
+                if swap:
+                    assert old is not None
+                    self._harnesses[id.name][id.version] = new
+                    old.aspired = False
+                    old.request_unload()
+                    old.start_quiescing()
+                    self._listed.discard(old)
+                    self._listed.add(new)
+                    self._rebuild_serving()
+                    old.stop_handing_out()
+            if not swap:
+                if error is not None and not new.load_cancelled:
+                    log.error("The new content of %s failed to load; the old keeps serving", id)
+                    self._publish(id, ManagerState.AVAILABLE, error)
+                elif error is None:
+                    new.discard()
+                return
+            assert old is not None
+            new.mark_ready()
+            self._publish(id, ManagerState.AVAILABLE)
+            old.unload()
+            log.info("Servable %s now serves the new content from %s", id, new.path)
+        except Exception:
+            log.exception("Replacing servable %s failed unexpectedly", id)
+        finally:
+            self._wake.set()
+
+    def report_unservable(self, name: str, version: int, error: OpError) -> None:
+        """A source found this version's directory but cannot aspire it (see the module doc)."""
+        with self._lock:
+            harness = self._harnesses.get(name, {}).get(version)
+            serving = harness is not None and harness.state is HarnessState.READY
+            managed = harness is not None and harness.state not in _FORGETTABLE
+        if serving:
+            self._publish(ServableId(name, version), ManagerState.AVAILABLE, error)
+        elif not managed:
+            self._publish(ServableId(name, version), ManagerState.END, error)
 
     def _rebuild_serving(self) -> None:
         by_name: dict[str, dict[int, LoaderHarness]] = {}
@@ -311,24 +401,28 @@ class AspiredVersionsManager:
             if self._wake.wait(self._manage_interval_s):
                 self._wake.clear()
 
-    def close(self) -> None:
-        """Stop managing and unload every version, waiting for their handles. Idempotent."""
+    def close(self, wait_s: float = CLOSE_WAIT_SECONDS) -> None:
+        """Stop managing and unload every version, waiting for their handles. Idempotent.
+
+        Loads still running after ``wait_s`` (a hung read) are abandoned, not waited for: they
+        were cancelled, so one that finishes later closes what it loaded."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             self._pending.clear()
             harnesses = [h for hs in self._harnesses.values() for h in hs.values()]
-            for harness in harnesses:
+            for harness in [*harnesses, *self._replacing.values()]:
                 # Ends retry waits and skips queued loads, so closing does not wait on them.
                 harness.cancel_load_retries()
         self._stop.set()
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
-        for pool in (self._load_pool, self._unload_pool):
-            if pool is not None:
-                pool.shutdown(wait=True)
+        if self._lanes is not None and not self._lanes.close(wait_s):
+            log.warning("Abandoning loads still running after %gs at shutdown", wait_s)
+        with self._lock:
+            harnesses = [h for hs in self._harnesses.values() for h in hs.values()]
         for harness in sorted(harnesses, key=lambda h: h.id):
             if harness.state is HarnessState.READY:
                 harness.aspired = False
@@ -391,7 +485,10 @@ class AspiredVersionsManager:
         return dict(self._labels.get(name, {}))
 
 
-def _pool(num_threads: int, kind: str) -> ThreadPoolExecutor | None:
-    if num_threads <= 0:
-        return None
-    return ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix=f"graphserve-{kind}")
+def _replaced(harness: LoaderHarness, aspired: AspiredVersion) -> bool:
+    """Whether the version's directory is another one than the harness was made for."""
+    return (
+        harness.identity is not None
+        and aspired.identity is not None
+        and harness.identity != aspired.identity
+    )

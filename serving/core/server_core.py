@@ -53,7 +53,6 @@ class CoreOptions:
     file_system_settle_seconds: float = 0.5
     file_system_watch: bool = True
     num_load_threads: int = 0
-    num_unload_threads: int = 0
     max_num_load_retries: int = 5
     load_retry_interval_s: float = 60.0
     enable_model_warmup: bool = True
@@ -89,7 +88,6 @@ class CoreOptions:
             file_system_settle_seconds=options.file_system_settle_seconds,
             file_system_watch=options.file_system_watch,
             num_load_threads=options.num_load_threads,
-            num_unload_threads=options.num_unload_threads,
             max_num_load_retries=options.max_num_load_retries,
             # TensorFlow Serving: a negative interval means no wait between attempts.
             load_retry_interval_s=max(options.load_retry_interval_micros, 0) / 1e6,
@@ -132,11 +130,13 @@ def _check_model_format(id: ServableId, path: Path, *, prefer_tflite: bool) -> N
 
 
 def saved_model_loader(
-    options: CoreOptions, scheduler: SharedBatchScheduler | None = None
+    options: CoreOptions,
+    scheduler: SharedBatchScheduler | None = None,
+    stopping: threading.Event | None = None,
 ) -> VersionLoader:
     """Loads one version from its directory, wraps it in the batcher when it batches, and
     replays its warmup requests (through the batcher, as upstream) before it is published; a
-    warmup failure fails the load."""
+    warmup failure fails the load. Warmup stops once ``stopping`` is set (shutdown)."""
 
     def load(id: ServableId, path: Path) -> Servable:
         from runtime.saved_model import load_saved_model
@@ -156,6 +156,7 @@ def saved_model_loader(
                 run_warmup(
                     model, path, model_name=id.name, version=id.version,
                     iterations=options.num_request_iterations_for_warmup or 1,
+                    stop=stopping,
                 )
             except BaseException:
                 model.close()
@@ -171,6 +172,7 @@ class ServerCore:
     def __init__(self, options: CoreOptions, loader: VersionLoader | None = None) -> None:
         self.options = options
         self.monitor = ServableStateMonitor()
+        self._stopping = threading.Event()  # set by close(): warmups stop
         # One pool of batch threads for every model that batches, as upstream.
         self.batch_scheduler = (
             SharedBatchScheduler(options.batching.num_batch_threads, thread_name_prefix="batch")
@@ -178,10 +180,9 @@ class ServerCore:
             else None
         )
         self.manager = AspiredVersionsManager(
-            loader or saved_model_loader(options, self.batch_scheduler),
+            loader or saved_model_loader(options, self.batch_scheduler, self._stopping),
             self.monitor,
             num_load_threads=options.num_load_threads,
-            num_unload_threads=options.num_unload_threads,
             max_num_load_retries=options.max_num_load_retries,
             load_retry_interval_s=options.load_retry_interval_s,
             should_retry_model_load=should_retry_load,
@@ -191,6 +192,7 @@ class ServerCore:
             poll_wait_seconds=options.file_system_poll_wait_seconds,
             settle_seconds=options.file_system_settle_seconds,
             use_watchdog=options.file_system_watch,
+            on_unservable=self.manager.report_unservable,
         )
         self._reload_lock = threading.Lock()
         self._configs: dict[str, ModelConfig] = {}
@@ -257,7 +259,9 @@ class ServerCore:
         return self.monitor.wait_for(lambda _: not self.readiness(), timeout)
 
     def close(self) -> None:
-        """Stop watching, then unload every version (in-flight requests finish first)."""
+        """Stop watching, then unload every version (in-flight requests finish first); loads
+        still running a few seconds on are abandoned."""
+        self._stopping.set()
         self.source.close()
         self.manager.close()
         if self.batch_scheduler is not None:

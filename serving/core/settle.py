@@ -18,11 +18,18 @@ has fresh mtimes and waits.
 
 Once seen complete, a directory stays complete for as long as the same directory (same device and
 inode) exists at that path, so touching a loaded model never takes it away. A directory that is
-replaced (removed and recreated, or a symlink pointed elsewhere) settles again from scratch.
+replaced (removed and recreated, or a symlink pointed elsewhere) settles again from scratch, and
+its identity tells the manager it holds new content.
+
+A directory that cannot become complete as it stands (a dangling symlink or a symlink loop at or
+under it, an unreadable directory, a file where a directory belongs, required files still absent)
+is *unservable* once that has held unchanged for ``report_after_s``: the source reports it, with
+the reason, so the version shows in the status API instead of waiting silently.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -30,6 +37,13 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from runtime.errors import (
+    FailedPreconditionError,
+    NotFoundError,
+    OpError,
+    PermissionDeniedError,
+)
 
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 TFLITE_MODEL_FILE = "model.tflite"  # TensorFlow Serving's name for a version's TFLite model
@@ -39,7 +53,23 @@ _SHARD = re.compile(r"variables/variables\.data-(\d+)-of-(\d+)")
 # (relative posix path, size, mtime_ns); directories carry size -1 so an empty one still counts.
 Entry = tuple[str, int, int]
 Snapshot = frozenset[Entry]
-_Identity = tuple[int, int]
+Identity = tuple[int, int]  # (st_dev, st_ino) of the directory a version path resolves to
+
+# An incomplete directory is reported unservable once unchanged this long (and never sooner than
+# the settle time): long enough that a copy pausing between files is not reported.
+REPORT_AFTER_SECONDS = 3.0
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Why a version directory cannot be loaded as it stands; unlike a change in progress it
+    persists until someone fixes the directory."""
+
+    kind: type[OpError]
+    reason: str
+
+    def error(self, where: str) -> OpError:
+        return self.kind(f"{where}: {self.reason}")
 
 
 def missing_parts(files: Collection[str]) -> str | None:
@@ -69,53 +99,76 @@ def missing_parts(files: Collection[str]) -> str | None:
     return None
 
 
-def snapshot(version_dir: Path) -> Snapshot | None:
-    """Every file and directory under ``version_dir``, or None when the walk raced a change.
+def path_fault(path: Path, err: OSError, rel: str = "") -> Fault | None:
+    """The lasting fault behind a failed stat/listing of ``path`` (shown as ``rel``), or None
+    when it simply is not there (any more): a walk racing a removal."""
+    shown = rel or path.name
+    if isinstance(err, PermissionError):
+        return Fault(PermissionDeniedError, f"cannot read {shown}: Permission denied")
+    if err.errno == errno.ELOOP:
+        return Fault(FailedPreconditionError, f"symbolic link loop at {shown}")
+    if isinstance(err, FileNotFoundError | NotADirectoryError):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            return None  # gone: not a link, so nothing dangles
+        return Fault(NotFoundError, f"{shown} is a dangling symbolic link (to {target})")
+    return Fault(FailedPreconditionError, f"cannot read {shown}: {os.strerror(err.errno or 0)}")
+
+
+def snapshot(version_dir: Path) -> Snapshot | Fault | None:
+    """Every file and directory under ``version_dir``; a Fault when something under it cannot
+    be read; None when the walk raced a change.
 
     Symlinks are followed (a symlinked ``variables/`` is common); a directory reached twice is
-    walked once, so a symlink cycle cannot loop."""
+    walked once, so a symlink cycle through directories cannot loop."""
     entries: list[Entry] = []
-    seen: set[_Identity] = set()
+    seen: set[Identity] = set()
     pending = [(version_dir, "")]
-    try:
-        while pending:
-            directory, prefix = pending.pop()
+    while pending:
+        directory, prefix = pending.pop()
+        rel = prefix.removesuffix("/")
+        try:
             info = directory.stat()
             if (info.st_dev, info.st_ino) in seen:
                 continue
             seen.add((info.st_dev, info.st_ino))
-            with os.scandir(directory) as children:
-                for child in children:
-                    rel = prefix + child.name
-                    info = child.stat()
-                    if stat.S_ISDIR(info.st_mode):
-                        entries.append((rel, -1, 0))
-                        pending.append((Path(child.path), rel + "/"))
-                    else:
-                        entries.append((rel, info.st_size, info.st_mtime_ns))
-    except OSError:
-        return None
+            with os.scandir(directory) as listing:
+                children = list(listing)
+        except OSError as err:
+            return path_fault(directory, err, rel or ".")
+        for child in children:
+            rel = prefix + child.name
+            try:
+                info = child.stat()
+            except OSError as err:
+                return path_fault(Path(child.path), err, rel)
+            if stat.S_ISDIR(info.st_mode):
+                entries.append((rel, -1, 0))
+                pending.append((Path(child.path), rel + "/"))
+            else:
+                entries.append((rel, info.st_size, info.st_mtime_ns))
     return frozenset(entries)
 
 
 @dataclass(frozen=True)
 class Readiness:
-    """Whether a version directory may be loaded; when not, why, and (if only waiting for
-    quiet) the clock time at which it becomes complete should nothing change before then."""
+    """Whether a version directory may be loaded (and which directory it is); when not, why,
+    when to look again should nothing change before then (the moment it turns complete or is to
+    be reported), and the fault that makes it unservable once that has lasted."""
 
     complete: bool
     reason: str = ""
     ready_at: float | None = None
-
-
-COMPLETE = Readiness(True)
+    identity: Identity | None = None
+    unservable: Fault | None = None
 
 
 @dataclass(frozen=True)
 class _Observed:
-    identity: _Identity
-    snapshot: Snapshot
-    since: float  # clock time this exact snapshot was first seen
+    identity: Identity
+    state: Snapshot | Fault
+    since: float  # clock time this exact state was first seen
 
 
 class SettleTracker:
@@ -128,48 +181,82 @@ class SettleTracker:
         settle_seconds: float,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        report_after_s: float = REPORT_AFTER_SECONDS,
     ) -> None:
         self._settle_seconds = max(settle_seconds, 0.0)
+        self._report_after_s = max(report_after_s, self._settle_seconds)
         self._clock = clock
         self._wall_clock = wall_clock
-        self._complete: dict[Path, _Identity] = {}
+        self._complete: dict[Path, Identity] = {}
         self._observed: dict[Path, _Observed] = {}
 
     def check(self, path: Path) -> Readiness:
         now = self._clock()
         try:
             info = path.stat()
-        except OSError:
-            self._forget(path)
-            return Readiness(False, "gone")
+        except OSError as err:
+            fault = path_fault(path, err)
+            if fault is None:
+                self._forget(path)
+                return Readiness(False, "gone")
+            self._complete.pop(path, None)
+            try:
+                link = path.lstat()  # the broken link itself stands for the directory
+            except OSError:
+                link = None
+            identity = (0, 0) if link is None else (link.st_dev, link.st_ino)
+            return self._faulty(path, identity, fault, now)
         identity = (info.st_dev, info.st_ino)
         if self._complete.get(path) == identity:
-            return COMPLETE
+            return Readiness(True, identity=identity)
         self._complete.pop(path, None)
         if not stat.S_ISDIR(info.st_mode):
-            self._observed.pop(path, None)
-            return Readiness(False, "not a directory")
+            fault = Fault(FailedPreconditionError, "not a directory")
+            return self._faulty(path, identity, fault, now)
         snap = snapshot(path)
         if snap is None:
             # Something moved while we looked: surely not quiet. Look again after a settle time.
             self._observed.pop(path, None)
             return Readiness(False, "changing", now + self._settle_seconds)
-        seen = self._observed.get(path)
-        if seen is None or seen.identity != identity or seen.snapshot != snap:
-            since = now
-            if seen is None and self._untouched_for(info.st_mtime_ns, snap) >= self._settle_seconds:
-                since = now - self._settle_seconds
-            seen = _Observed(identity, snap, since)
-            self._observed[path] = seen
+        if isinstance(snap, Fault):
+            return self._faulty(path, identity, snap, now)
+        seen = self._observe(path, identity, snap, now, info.st_mtime_ns)
         missing = missing_parts({rel for rel, size, _ in snap if size >= 0})
         if missing is not None:
-            return Readiness(False, missing)
+            return self._unservable_after(seen, Fault(NotFoundError, missing), now)
         ready_at = seen.since + self._settle_seconds
         if now < ready_at:
             return Readiness(False, f"changed less than {self._settle_seconds:g}s ago", ready_at)
         del self._observed[path]
         self._complete[path] = identity
-        return COMPLETE
+        return Readiness(True, identity=identity)
+
+    def _observe(
+        self, path: Path, identity: Identity, state: Snapshot | Fault, now: float, mtime_ns: int
+    ) -> _Observed:
+        """The observation of ``path``, restarted whenever what is seen there changes."""
+        seen = self._observed.get(path)
+        if seen is None or seen.identity != identity or seen.state != state:
+            since = now
+            if (
+                seen is None
+                and not isinstance(state, Fault)
+                and self._untouched_for(mtime_ns, state) >= self._settle_seconds
+            ):
+                since = now - self._settle_seconds
+            seen = _Observed(identity, state, since)
+            self._observed[path] = seen
+        return seen
+
+    def _faulty(self, path: Path, identity: Identity, fault: Fault, now: float) -> Readiness:
+        return self._unservable_after(self._observe(path, identity, fault, now, 0), fault, now)
+
+    def _unservable_after(self, seen: _Observed, fault: Fault, now: float) -> Readiness:
+        """Waiting on ``fault``; unservable once it has lasted ``report_after_s``."""
+        report_at = seen.since + self._report_after_s
+        if now < report_at:
+            return Readiness(False, fault.reason, report_at, seen.identity)
+        return Readiness(False, fault.reason, None, seen.identity, unservable=fault)
 
     def _untouched_for(self, dir_mtime_ns: int, snap: Snapshot) -> float:
         """Seconds since anything in the directory (or the directory itself) was modified."""

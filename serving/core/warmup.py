@@ -18,13 +18,19 @@ request does not pay for first-call work (plan compilation, caches). The rules a
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
 from protos.tensorflow_serving.apis import prediction_log_pb2
-from runtime.errors import DataLossError, InvalidArgumentError, UnimplementedError
+from runtime.errors import (
+    CancelledError,
+    DataLossError,
+    InvalidArgumentError,
+    UnimplementedError,
+)
 from serving.core.single_servable import SingleServableManager
 from serving.core.tfrecord import RecordReader
 from serving.requests import proto_convert as convert
@@ -56,9 +62,11 @@ def run_warmup(
     model_name: str,
     version: int,
     iterations: int = 1,
+    stop: threading.Event | None = None,
 ) -> int:
     """Replay the version's warmup records; returns how many records were read (records with
-    no log type included, as TF Serving counts them). Raises an ``OpError`` on any failure."""
+    no log type included, as TF Serving counts them). Raises an ``OpError`` on any failure,
+    and CancelledError once ``stop`` is set (the server is shutting down)."""
     path = warmup_file(version_dir)
     if not path.exists():
         log.info("No warmup data file found at %s", path)
@@ -84,6 +92,9 @@ def run_warmup(
                 )
             entry = _parse(record, path)
             for _ in range(iterations):
+                if stop is not None and stop.is_set():
+                    raise CancelledError(f"Warmup of {model_name} version {version} stopped: "
+                                         "the server is shutting down")
                 replayer.replay(entry)
             count += 1
     elapsed_us = (time.perf_counter_ns() - start) // 1000

@@ -30,6 +30,7 @@ from runtime.errors import (
     DeadlineExceededError,
     InvalidArgumentError,
     OpError,
+    PermissionDeniedError,
     UnknownError,
 )
 from serving.config import ModelConfig
@@ -59,9 +60,15 @@ class ReloadableCore(ServableManager, Protocol):
 
 class ModelService:
     def __init__(
-        self, core: ReloadableCore, *, base_dir: Path | None = None, poll_s: float = 0.5
+        self,
+        core: ReloadableCore,
+        *,
+        base_dir: Path | None = None,
+        poll_s: float = 0.5,
+        reload_enabled: bool = True,
     ) -> None:
         self.core = core
+        self.reload_enabled = reload_enabled  # --enable_model_management_rpc
         self.base_dir = base_dir  # relative base paths resolve here; None: the working dir
         self.poll_s = poll_s  # how often a waiting reload checks that its caller still waits
 
@@ -96,6 +103,11 @@ class ModelService:
         return response
 
     def _reload(self, request: model_management_pb2.ReloadConfigRequest, call: CallContext) -> None:
+        if not self.reload_enabled:
+            raise PermissionDeniedError(
+                "HandleReloadConfigRequest is disabled on this server "
+                "(--enable_model_management_rpc=false)"
+            )
         if request.config.WhichOneof("config") != "model_config_list":
             raise InvalidArgumentError(
                 "ServerModelConfig type not supported by HandleReloadConfigRequest. Only "

@@ -115,6 +115,9 @@ class GrpcFlags(Protocol):
     @property
     def max_request_tensor_bytes(self) -> int: ...
 
+    @property
+    def enable_model_management_rpc(self) -> bool: ...
+
 
 @dataclass(frozen=True)
 class GrpcOptions:
@@ -132,6 +135,7 @@ class GrpcOptions:
     max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES  # decoded tensors of one request
     inline_run_s: float = INLINE_RUN_S  # see DispatchOptions
     reflection: bool = True
+    model_management: bool = True  # --enable_model_management_rpc
 
     @classmethod
     def from_server_options(cls, options: GrpcFlags) -> GrpcOptions:
@@ -146,6 +150,7 @@ class GrpcOptions:
             tensor_content=options.enable_serialization_as_tensor_content,
             method_name_check=options.enable_signature_method_name_check,
             max_tensor_bytes=options.max_request_tensor_bytes,
+            model_management=options.enable_model_management_rpc,
         )
 
     @property
@@ -318,7 +323,10 @@ class GrpcServer:
         predictions = PredictionService(self.dispatcher, options.tensor_content)
         for service, rpcs in (
             (prediction_service.SERVICE_NAME, predictions.rpcs()),
-            (model_service.SERVICE_NAME, ModelService(core).rpcs()),
+            (
+                model_service.SERVICE_NAME,
+                ModelService(core, reload_enabled=options.model_management).rpcs(),
+            ),
         ):
             handlers = method_handlers(rpcs, self.dispatcher)
             server.add_generic_rpc_handlers(

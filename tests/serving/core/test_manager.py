@@ -96,6 +96,10 @@ class Setup:
             "max_num_load_retries": 2,
             **options,
         }
+        # Stepped by hand, actions run inside step() unless a test asks for load workers.
+        options.setdefault(
+            "inline_actions", not options["autostart"] and "num_load_threads" not in options
+        )
         if policy is not None:
             options["policy"] = policy
         self.manager = AspiredVersionsManager(self.loader, self.monitor, **options)
@@ -171,7 +175,12 @@ def test_load_failure_ends_with_the_error_after_the_retries(setup: Setup) -> Non
     setup.aspire("m", 1)
     setup.settle()
     assert setup.loader.attempts(1) == 3  # max_num_load_retries=2: one try and two retries
-    assert setup.events() == [(1, START), (1, LOADING), (1, END)]
+    # While it waits to be retried, the version is LOADING with the last attempt's error.
+    assert setup.events() == [(1, START), (1, LOADING), (1, LOADING), (1, LOADING), (1, END)]
+    retrying = setup.monitor.events()[2:4]
+    assert [(s.error_code, s.error_message) for s in retrying] == [
+        (Code.DATA_LOSS, "corrupt checkpoint")
+    ] * 2
     (status,) = setup.manager.version_states("m")
     assert (status.state, status.error_code) == (END, Code.DATA_LOSS)
     assert status.error_message == "corrupt checkpoint"
@@ -190,7 +199,8 @@ def test_load_succeeds_on_a_retry(setup: Setup) -> None:
     setup.aspire("m", 1)
     setup.settle()
     assert setup.loader.attempts(1) == 3
-    assert setup.events() == [(1, START), (1, LOADING), (1, AVAILABLE)]
+    assert setup.events() == [(1, START), (1, LOADING), (1, LOADING), (1, LOADING), (1, AVAILABLE)]
+    assert setup.manager.version_states("m")[0].error is None  # AVAILABLE clears the error
 
 
 def test_unexpected_exception_becomes_unknown_error(setup: Setup) -> None:
@@ -440,7 +450,7 @@ def test_models_are_managed_independently(setup: Setup) -> None:
 
 
 def test_unload_waits_for_in_flight_requests() -> None:
-    s = Setup(num_unload_threads=1)
+    s = Setup(inline_actions=False)
     try:
         s.aspire("m", 1)
         s.settle()
@@ -458,8 +468,9 @@ def test_unload_waits_for_in_flight_requests() -> None:
         worker.start()
         assert started.wait(WAIT_S)
         s.aspire("m", 2)
-        s.manager.step()  # loads 2 inline
-        s.manager.step()  # hands version 1's unload to the unload thread
+        s.manager.step()  # hands the load of 2 to the model's worker
+        assert s.monitor.wait_until_available("m", 2, WAIT_S)
+        s.manager.step()  # hands version 1's unload to it
         assert s.monitor.wait_for(lambda _: s.is_in("m", 1, UNLOADING), WAIT_S)
         # Version 1 waits for the request; new requests already get version 2.
         assert s.latest() == 2
@@ -587,6 +598,7 @@ def test_real_saved_models_swap_and_predict(tmp_path: Path) -> None:
         lambda id, path: load_saved_model(path),
         monitor,
         autostart=False,
+        inline_actions=True,
         load_retry_interval_s=0,
         max_num_load_retries=0,
     )
@@ -654,7 +666,7 @@ def test_manage_thread_with_load_threads() -> None:
 
 
 def test_requests_never_fail_or_see_a_closed_servable_across_swaps() -> None:
-    s = Setup(autostart=True, num_load_threads=1, num_unload_threads=1, manage_interval_s=3600)
+    s = Setup(autostart=True, num_load_threads=1, manage_interval_s=3600)
     stop = threading.Event()
     failures: list[str] = []
     served: set[int] = set()

@@ -39,7 +39,7 @@ def test_load_unload_cycles_return_memory() -> None:
                 if sig == "serving_default")
     monitor = ServableStateMonitor()
     manager = AspiredVersionsManager(
-        lambda id, path: load_saved_model(path), monitor, autostart=False,
+        lambda id, path: load_saved_model(path), monitor, autostart=False, inline_actions=True,
         load_retry_interval_s=0,
     )
 
@@ -84,7 +84,9 @@ def test_unload_drops_every_reference_to_the_model() -> None:
         loaded.append(weakref.ref(model))
         return model
 
-    manager = AspiredVersionsManager(load, monitor, autostart=False, load_retry_interval_s=0)
+    manager = AspiredVersionsManager(
+        load, monitor, autostart=False, inline_actions=True, load_retry_interval_s=0
+    )
     try:
         manager.set_aspired_versions("m", [AspiredVersion(1, MODEL_DIR / "1")])
         while manager.step():

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from serving.core.settle import SettleTracker, missing_parts, snapshot
+from runtime.errors import FailedPreconditionError, NotFoundError, PermissionDeniedError
+from serving.core.settle import (
+    Fault,
+    SettleTracker,
+    missing_parts,
+    path_fault,
+    snapshot,
+)
 
 PB = "saved_model.pb"
 INDEX = "variables/variables.index"
@@ -132,10 +140,15 @@ def test_missing_shard_is_never_complete_until_it_arrives(tmp_path: Path) -> Non
     tracker = SettleTracker(1.0, clock)
     version = write_version(tmp_path / "1", shards=2, skip=(shard(1, 2),))
     readiness = tracker.check(version)
-    assert not readiness.complete and readiness.ready_at is None
+    # Looked at again when it is due to be reported.
+    assert not readiness.complete and readiness.ready_at == 3.0
     assert readiness.reason == "no variables/variables.data-00001-of-00002"
+    assert readiness.unservable is None
     clock.now = 100.0
-    assert not tracker.check(version).complete
+    readiness = tracker.check(version)
+    assert not readiness.complete and readiness.ready_at is None
+    assert readiness.unservable is not None
+    assert readiness.unservable.kind is NotFoundError
     (version / shard(1, 2)).write_bytes(b"x")
     readiness = tracker.check(version)
     assert not readiness.complete and readiness.ready_at == 101.0
@@ -205,3 +218,85 @@ def test_one_fresh_file_makes_an_old_directory_wait(tmp_path: Path) -> None:
         os.utime(path, (hour_ago, hour_ago))
     os.utime(version / INDEX)  # just written
     assert not SettleTracker(1.0, FakeClock()).check(version).complete
+
+
+def _unservable_at(tracker: SettleTracker, clock: FakeClock, path: Path, at: float) -> Fault:
+    """Checks ``path`` at 0 (waiting, to be looked at again at ``at``) and at ``at``."""
+    clock.now = 0.0
+    first = tracker.check(path)
+    assert not first.complete and first.unservable is None and first.ready_at == at
+    clock.now = at
+    readiness = tracker.check(path)
+    assert not readiness.complete and readiness.unservable is not None
+    assert readiness.reason == readiness.unservable.reason
+    return readiness.unservable
+
+
+def test_a_dangling_version_symlink_is_reported_once_it_lasts(tmp_path: Path) -> None:
+    clock = FakeClock()
+    (tmp_path / "3").symlink_to(tmp_path / "nowhere")
+    fault = _unservable_at(SettleTracker(0.5, clock, report_after_s=2.0), clock, tmp_path / "3", 2.0)
+    assert fault.kind is NotFoundError
+    assert fault.reason == f"3 is a dangling symbolic link (to {tmp_path / 'nowhere'})"
+    message = fault.error("Version 3 of m").message
+    assert message.startswith("Version 3 of m: 3 is a dangling")
+
+
+def test_a_symlink_loop_is_reported(tmp_path: Path) -> None:
+    clock = FakeClock()
+    (tmp_path / "3").symlink_to(tmp_path / "3")
+    fault = _unservable_at(SettleTracker(0.0, clock, report_after_s=1.0), clock, tmp_path / "3", 1.0)
+    assert fault.kind is FailedPreconditionError
+    assert fault.reason == "symbolic link loop at 3"
+
+
+def test_a_dangling_symlink_inside_the_version_is_reported(tmp_path: Path) -> None:
+    clock = FakeClock()
+    version = write_version(tmp_path / "1")
+    (version / "variables" / "variables.index").unlink()
+    (version / "variables" / "variables.index").symlink_to(tmp_path / "gone.index")
+    fault = _unservable_at(SettleTracker(0.0, clock, report_after_s=1.0), clock, version, 1.0)
+    assert fault.kind is NotFoundError
+    assert fault.reason.startswith("variables/variables.index is a dangling symbolic link")
+    # Fixed: the link points at a file now, and the directory settles as usual.
+    (tmp_path / "gone.index").write_bytes(b"x")
+    tracker = SettleTracker(0.0, clock, report_after_s=1.0)
+    assert tracker.check(version).complete
+
+
+def test_a_directory_that_cannot_be_listed_is_reported(tmp_path: Path) -> None:
+    denied = PermissionError(errno.EACCES, "Permission denied")
+    expected = Fault(PermissionDeniedError, "cannot read assets: Permission denied")
+    assert path_fault(tmp_path / "assets", denied, "assets") == expected
+    version = write_version(tmp_path / "1")
+    (version / "assets").mkdir()
+    os.chmod(version / "assets", 0)
+    try:
+        result = snapshot(version)
+        if os.geteuid() == 0:  # root reads it regardless
+            assert isinstance(result, frozenset)
+            return
+        assert result == expected
+    finally:
+        os.chmod(version / "assets", 0o755)
+
+
+def test_a_change_restarts_the_wait_before_reporting(tmp_path: Path) -> None:
+    clock = FakeClock()
+    tracker = SettleTracker(0.0, clock, report_after_s=2.0)
+    version = write_version(tmp_path / "1", skip=(INDEX,))
+    assert tracker.check(version).ready_at == 2.0
+    clock.now = 1.5
+    (version / "variables" / "extra").write_bytes(b"more")  # still being copied
+    assert tracker.check(version).ready_at == 3.5
+    clock.now = 3.0
+    assert tracker.check(version).unservable is None
+    clock.now = 3.5
+    assert tracker.check(version).unservable == Fault(NotFoundError, f"no {INDEX}")
+
+
+def test_a_complete_directory_carries_its_identity(tmp_path: Path) -> None:
+    version = write_version(tmp_path / "1")
+    readiness = SettleTracker(0.0, FakeClock()).check(version)
+    info = version.stat()
+    assert readiness.complete and readiness.identity == (info.st_dev, info.st_ino)

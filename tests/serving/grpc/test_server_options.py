@@ -78,13 +78,13 @@ def test_options_from_server_flags(tmp_path: Path) -> None:
         port=8600, grpc_socket_path="/tmp/s", grpc_max_threads=3,
         grpc_channel_arguments="a=1", ssl_config_file=str(ssl), use_alts_credentials=False,
         enable_serialization_as_tensor_content=True, enable_signature_method_name_check=True,
-        max_request_tensor_bytes=4096,
+        max_request_tensor_bytes=4096, enable_model_management_rpc=False,
     )
     options = GrpcOptions.from_server_options(flags)
     assert options == GrpcOptions(
         port=8600, socket_path="/tmp/s", max_threads=3, channel_arguments="a=1",
         ssl=SslOptions("KEY", "CERT", "CA", True), tensor_content=True, method_name_check=True,
-        max_tensor_bytes=4096)
+        max_tensor_bytes=4096, model_management=False)
     assert options.threads == 3
     assert GrpcOptions().threads >= 4
     flags.ssl_config_file = ""
