@@ -12,12 +12,12 @@ from runtime.errors import OpError
 @dataclass(frozen=True, order=True)
 class AspiredVersion:
     """One version a source wants served, the directory it loads from and which directory that
-    is: (st_dev, st_ino), so a directory replaced in place under the same number is new content
-    (None: the source does not tell)."""
+    is (``settle.Identity``), so a directory replaced in place under the same number is new
+    content (None: the source does not tell)."""
 
     version: int
     path: Path
-    identity: tuple[int, int] | None = None
+    identity: tuple[int, int, int] | None = None
 
 
 # (model name, every version that model should now have). Each call supersedes the previous
@@ -25,5 +25,5 @@ class AspiredVersion:
 AspiredVersionsCallback = Callable[[str, Sequence[AspiredVersion]], None]
 
 # (model name, version, why it cannot be loaded as it stands): a version directory a source found
-# but cannot aspire, reported so that it shows in the model's status.
-UnservableCallback = Callable[[str, int, OpError], None]
+# but cannot aspire, reported so that it shows in the model's status; None once that is over.
+UnservableCallback = Callable[[str, int, OpError | None], None]

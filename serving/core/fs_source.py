@@ -33,7 +33,7 @@ from runtime.errors import InvalidArgumentError
 from serving.config import LatestVersions, ModelConfig, SpecificVersions
 from serving.core.aspired import AspiredVersion, AspiredVersionsCallback, UnservableCallback
 from serving.core.fs_watch import BasePathWatches
-from serving.core.settle import Fault, Readiness, SettleTracker
+from serving.core.settle import Fault, Identity, Readiness, SettleTracker
 from serving.storage_path import aspired_versions, list_versions
 
 log = logging.getLogger("graphserve")
@@ -226,7 +226,7 @@ class FileSystemSource:
         self._log_findings(model, found, {v: r.reason for v, r in waiting.items()})
         self._report_unservable(model, found, waiting)
         wanted = aspired_versions(config.version_policy, complete)
-        versions = tuple(AspiredVersion(v, found[v], complete[v].identity) for v in wanted)
+        versions = tuple(AspiredVersion(v, found[v], complete[v]) for v in wanted)
         if not versions and waiting:
             # Nothing whole yet but something on its way: an empty list would unload what is
             # serving (a replaced directory, a changed base path) for no gain.
@@ -240,17 +240,23 @@ class FileSystemSource:
 
     def _complete_versions(
         self, model: _Model, found: dict[int, Path]
-    ) -> tuple[dict[int, Readiness], dict[int, Readiness], float | None]:
-        """The complete versions the policy could want, the incomplete ones it could want, and
-        the earliest time one of those is to be looked at again. Checks highest first and stops
-        once ``latest`` has enough, so old versions are not walked on every scan."""
+    ) -> tuple[dict[int, Identity | None], dict[int, Readiness], float | None]:
+        """The complete versions the policy could want (with their directories' identities), the
+        incomplete ones it could want, and the earliest time one of those is to be looked at
+        again. Checks highest first and stops once ``latest`` has enough, so old versions are
+        not walked on every scan.
+
+        A version already aspired stays so, as the directory it was, while its directory is
+        there but not complete: being rewritten or broken under a loaded model does not unload
+        it (removing it does)."""
+        aspired = {v.version: v for v in model.emitted or ()}
         policy = model.config.version_policy
         candidates = sorted(found, reverse=True)
         if isinstance(policy, SpecificVersions):
             listed = set(policy.versions)
             candidates = [v for v in candidates if v in listed]
         limit = max(policy.num_versions, 1) if isinstance(policy, LatestVersions) else None
-        complete: dict[int, Readiness] = {}
+        complete: dict[int, Identity | None] = {}
         waiting: dict[int, Readiness] = {}
         ready_at: float | None = None
         for version in candidates:
@@ -258,9 +264,12 @@ class FileSystemSource:
                 break
             readiness = model.settle.check(found[version])
             if readiness.complete:
-                complete[version] = readiness
+                complete[version] = readiness.identity
                 continue
             waiting[version] = readiness
+            before = aspired.get(version)
+            if before is not None and before.path == found[version]:
+                complete[version] = before.identity
             if readiness.ready_at is not None and (
                 ready_at is None or readiness.ready_at < ready_at
             ):
@@ -270,8 +279,13 @@ class FileSystemSource:
     def _report_unservable(
         self, model: _Model, found: dict[int, Path], waiting: dict[int, Readiness]
     ) -> None:
-        """Tell of each version that became unservable, or whose fault changed, once."""
+        """Tell of each version that became unservable, or whose fault changed, once; and of
+        each that stopped being so while its directory is still there."""
         faults = {v: r.unservable for v, r in waiting.items() if r.unservable is not None}
+        if self._on_unservable is not None:
+            for version in sorted(model.reported.keys() - faults.keys()):
+                if version in found:
+                    self._on_unservable(model.config.name, version, None)
         for version, fault in sorted(faults.items()):
             if model.reported.get(version) == fault:
                 continue

@@ -62,7 +62,7 @@ class LoaderHarness:
         max_num_load_retries: int = 5,
         load_retry_interval_s: float = 60.0,
         should_retry: Callable[[OpError], bool] | None = None,
-        identity: tuple[int, int] | None = None,
+        identity: tuple[int, int, int] | None = None,
     ) -> None:
         self.id = id
         self.path = path

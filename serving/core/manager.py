@@ -357,16 +357,23 @@ class AspiredVersionsManager:
         finally:
             self._wake.set()
 
-    def report_unservable(self, name: str, version: int, error: OpError) -> None:
-        """A source found this version's directory but cannot aspire it (see the module doc)."""
+    def report_unservable(self, name: str, version: int, error: OpError | None) -> None:
+        """A source found this version's directory but cannot aspire it (see the module doc);
+        ``error`` None: it no longer says so."""
+        id = ServableId(name, version)
         with self._lock:
             harness = self._harnesses.get(name, {}).get(version)
             serving = harness is not None and harness.state is HarnessState.READY
             managed = harness is not None and harness.state not in _FORGETTABLE
-        if serving:
-            self._publish(ServableId(name, version), ManagerState.AVAILABLE, error)
+        if error is None:
+            # Fixed in place: the content serving is the directory's again.
+            shown = self._monitor.state(id)
+            if serving and shown is not None and shown.error is not None:
+                self._publish(id, ManagerState.AVAILABLE)
+        elif serving:
+            self._publish(id, ManagerState.AVAILABLE, error)
         elif not managed:
-            self._publish(ServableId(name, version), ManagerState.END, error)
+            self._publish(id, ManagerState.END, error)
 
     def _rebuild_serving(self) -> None:
         by_name: dict[str, dict[int, LoaderHarness]] = {}

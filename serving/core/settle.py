@@ -16,8 +16,8 @@ A directory whose files and own mtime are all older than the settle time when it
 (a model renamed into place, or already there at start-up) is quiet at once; one being copied
 has fresh mtimes and waits.
 
-Once seen complete, a directory stays complete for as long as the same directory (same device and
-inode) exists at that path, so touching a loaded model never takes it away. A directory that is
+Once seen complete, a directory stays complete for as long as the same directory (``Identity``)
+exists at that path, so touching a loaded model never takes it away. A directory that is
 replaced (removed and recreated, or a symlink pointed elsewhere) settles again from scratch, and
 its identity tells the manager it holds new content.
 
@@ -53,7 +53,15 @@ _SHARD = re.compile(r"variables/variables\.data-(\d+)-of-(\d+)")
 # (relative posix path, size, mtime_ns); directories carry size -1 so an empty one still counts.
 Entry = tuple[str, int, int]
 Snapshot = frozenset[Entry]
-Identity = tuple[int, int]  # (st_dev, st_ino) of the directory a version path resolves to
+# Which directory a version path is: (st_dev, st_ino, st_ctime_ns). The inode alone is not enough:
+# a directory removed and made again under the same name often gets the freed inode back, but
+# never the old ctime. (A change to the directory's own entries, or its mode, changes the ctime
+# too, and then counts as new content: harmless, as new content swaps in without a gap.)
+Identity = tuple[int, int, int]
+
+
+def identity_of(info: os.stat_result) -> Identity:
+    return (info.st_dev, info.st_ino, info.st_ctime_ns)
 
 # An incomplete directory is reported unservable once unchanged this long (and never sooner than
 # the settle time): long enough that a copy pausing between files is not reported.
@@ -123,7 +131,7 @@ def snapshot(version_dir: Path) -> Snapshot | Fault | None:
     Symlinks are followed (a symlinked ``variables/`` is common); a directory reached twice is
     walked once, so a symlink cycle through directories cannot loop."""
     entries: list[Entry] = []
-    seen: set[Identity] = set()
+    seen: set[tuple[int, int]] = set()
     pending = [(version_dir, "")]
     while pending:
         directory, prefix = pending.pop()
@@ -204,9 +212,9 @@ class SettleTracker:
                 link = path.lstat()  # the broken link itself stands for the directory
             except OSError:
                 link = None
-            identity = (0, 0) if link is None else (link.st_dev, link.st_ino)
+            identity = (0, 0, 0) if link is None else identity_of(link)
             return self._faulty(path, identity, fault, now)
-        identity = (info.st_dev, info.st_ino)
+        identity = identity_of(info)
         if self._complete.get(path) == identity:
             return Readiness(True, identity=identity)
         self._complete.pop(path, None)

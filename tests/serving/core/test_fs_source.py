@@ -431,3 +431,75 @@ def test_base_path_removed_and_recreated_is_watched_again(tmp_path: Path) -> Non
         assert recorder.calls == [("m", [(1, base / "1")]), ("m", []), ("m", [(2, base / "2")])]
     finally:
         source.close()
+
+
+def test_unservable_versions_are_reported_and_the_serving_one_stays(
+    tmp_path: Path, recorder: Recorder, clock: FakeClock
+) -> None:
+    reports: list[tuple[str, int, str | None]] = []
+    source = FileSystemSource(
+        recorder,
+        poll_wait_seconds=-1,
+        settle_seconds=0.0,
+        clock=clock,
+        on_unservable=lambda name, v, err: reports.append(
+            (name, v, None if err is None else err.status_text())
+        ),
+    )
+    try:
+        write_version(tmp_path / "1")
+        source.set_models([model("m", tmp_path)])
+        assert recorder.last("m") == [(1, tmp_path / "1")]
+        (tmp_path / "2").symlink_to(tmp_path / "nowhere")
+        source.scan()
+        assert reports == []  # not yet: it may be fixed in a moment
+        clock.now = 3.0
+        source.scan()
+        message = (
+            f"NOT_FOUND: Version 2 of servable m at {tmp_path / '2'} cannot be loaded: "
+            f"2 is a dangling symbolic link (to {tmp_path / 'nowhere'})"
+        )
+        assert reports == [("m", 2, message)]
+        source.scan()
+        assert len(reports) == 1  # told once
+        assert recorder.last("m") == [(1, tmp_path / "1")]  # version 1 keeps serving
+        # Broken under the loaded version 1: it stays aspired, and the fault is told.
+        (tmp_path / "2").unlink()
+        (tmp_path / "1" / PB).unlink()
+        source.scan()
+        clock.now = 6.0
+        source.scan()
+        assert recorder.last("m") == [(1, tmp_path / "1")]
+        assert reports[-1][:2] == ("m", 1) and reports[-1][2] is not None
+        assert reports[-1][2].endswith("cannot be loaded: no saved_model.pb")
+        # Mended where it lies: the fault is over.
+        write_version(tmp_path / "1")
+        source.scan()
+        assert reports[-1] == ("m", 1, None)
+    finally:
+        source.close()
+
+
+def test_a_directory_replaced_in_place_is_aspired_as_new_content(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    lists: list[list[AspiredVersion]] = []
+    source = FileSystemSource(
+        lambda name, versions: lists.append(list(versions)),
+        poll_wait_seconds=-1,
+        settle_seconds=0.0,
+        clock=clock,
+    )
+    try:
+        write_version(tmp_path / "1")
+        source.set_models([model("m", tmp_path)])
+        (first,) = lists[-1]
+        shutil.rmtree(tmp_path / "1")
+        write_version(tmp_path / "incoming")  # made elsewhere, so it cannot reuse the inode
+        (tmp_path / "incoming").rename(tmp_path / "1")
+        source.scan()
+        (second,) = lists[-1]
+        assert (second.version, second.path) == (first.version, first.path)
+        assert first.identity is not None and second.identity != first.identity
+    finally:
+        source.close()

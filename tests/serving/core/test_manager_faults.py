@@ -15,7 +15,7 @@ from serving.servable import ServableId, ServableRequest
 from tests.serving.core.test_manager import AVAILABLE, END, LOADING, WAIT_S, Setup
 
 
-def _aspire(s: Setup, name: str, versions: dict[int, tuple[int, int]]) -> None:
+def _aspire(s: Setup, name: str, versions: dict[int, tuple[int, int, int]]) -> None:
     s.manager.set_aspired_versions(
         name,
         [AspiredVersion(v, Path("/models") / name / str(v), ident) for v, ident in versions.items()],
@@ -45,13 +45,13 @@ def test_a_hung_load_holds_back_neither_other_models_nor_close() -> None:
 
 def test_a_replaced_directory_is_swapped_in_without_a_gap() -> None:
     s = Setup(inline_actions=False)  # the old content's unload waits for this thread's handle
-    _aspire(s, "m", {1: (1, 100)})
+    _aspire(s, "m", {1: (1, 100, 0)})
     s.manager.step()
     assert s.monitor.wait_until_available("m", 1, WAIT_S)
     old = s.loader.last("m", 1)
     with s.manager.handle(ServableRequest("m")) as handle:
         mark = s.mark()
-        _aspire(s, "m", {1: (1, 200)})  # the same version number, another directory
+        _aspire(s, "m", {1: (1, 200, 0)})  # the same version number, another directory
         s.manager.step()
         assert s.monitor.wait_for(lambda _: s.loader.attempts(1) == 2 and len(s.events(mark)), WAIT_S)
         # The request holding the old content still has it; new requests get the new one.
@@ -75,11 +75,11 @@ def _eventually(condition: Callable[[], bool]) -> bool:
 
 def test_a_replacement_that_fails_leaves_the_old_content_serving() -> None:
     s = Setup(max_num_load_retries=0)
-    _aspire(s, "m", {1: (1, 100)})
+    _aspire(s, "m", {1: (1, 100, 0)})
     s.settle()
     old = s.loader.last("m", 1)
     s.loader.broken[1] = DataLossError("truncated variables")
-    _aspire(s, "m", {1: (1, 200)})
+    _aspire(s, "m", {1: (1, 200, 0)})
     s.settle()
     with s.manager.handle(ServableRequest("m")) as handle:
         assert handle.servable is old
@@ -88,7 +88,7 @@ def test_a_replacement_that_fails_leaves_the_old_content_serving() -> None:
     assert status.error_message == "truncated variables"
     # Fixed by a third copy: swapped in, and the error is gone.
     del s.loader.broken[1]
-    _aspire(s, "m", {1: (1, 300)})
+    _aspire(s, "m", {1: (1, 300, 0)})
     s.settle()
     assert s.state("m", 1) == (AVAILABLE, Code.OK) and old.closed
     s.manager.close()
@@ -97,11 +97,11 @@ def test_a_replacement_that_fails_leaves_the_old_content_serving() -> None:
 def test_a_failed_version_replaced_in_place_is_loaded_afresh() -> None:
     s = Setup(max_num_load_retries=0)
     s.loader.broken[1] = DataLossError("corrupt")
-    _aspire(s, "m", {1: (1, 100)})
+    _aspire(s, "m", {1: (1, 100, 0)})
     s.settle()
     assert s.state("m", 1) == (END, Code.DATA_LOSS)
     del s.loader.broken[1]
-    _aspire(s, "m", {1: (1, 200)})
+    _aspire(s, "m", {1: (1, 200, 0)})
     s.settle()
     assert s.state("m", 1) == (AVAILABLE, Code.OK)
     s.manager.close()
@@ -120,4 +120,9 @@ def test_unservable_versions_show_in_the_status() -> None:
     s.manager.report_unservable("m", 1, NotFoundError("no saved_model.pb"))
     assert s.state("m", 1) == (AVAILABLE, Code.NOT_FOUND)
     assert s.latest() == 1
+    # Fixed where it lies (the same directory): the error goes.
+    s.manager.report_unservable("m", 1, None)
+    assert s.state("m", 1) == (AVAILABLE, Code.OK)
+    s.manager.report_unservable("m", 2, None)  # not serving: its END stays as it was
+    assert s.state("m", 2) == (END, Code.NOT_FOUND)
     s.manager.close()

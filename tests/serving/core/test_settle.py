@@ -299,4 +299,5 @@ def test_a_complete_directory_carries_its_identity(tmp_path: Path) -> None:
     version = write_version(tmp_path / "1")
     readiness = SettleTracker(0.0, FakeClock()).check(version)
     info = version.stat()
-    assert readiness.complete and readiness.identity == (info.st_dev, info.st_ino)
+    assert readiness.complete
+    assert readiness.identity == (info.st_dev, info.st_ino, info.st_ctime_ns)
