@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtime.errors import OpError
+from serving.core.settle import Identity
 
 
 @dataclass(frozen=True, order=True)
@@ -17,7 +18,7 @@ class AspiredVersion:
 
     version: int
     path: Path
-    identity: tuple[int, int, int] | None = None
+    identity: Identity | None = None
 
 
 # (model name, every version that model should now have). Each call supersedes the previous

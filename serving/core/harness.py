@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from runtime.errors import CancelledError, InternalError, OpError, UnknownError
+from serving.core.settle import Identity
 from serving.servable import ServableId
 
 log = logging.getLogger("graphserve")
@@ -62,7 +63,7 @@ class LoaderHarness:
         max_num_load_retries: int = 5,
         load_retry_interval_s: float = 60.0,
         should_retry: Callable[[OpError], bool] | None = None,
-        identity: tuple[int, int, int] | None = None,
+        identity: Identity | None = None,
     ) -> None:
         self.id = id
         self.path = path

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from protos.tensorflow_serving.apis import prediction_log_pb2
 from runtime.errors import (
+    CancelledError,
     DataLossError,
     FailedPreconditionError,
     InvalidArgumentError,
@@ -374,3 +376,27 @@ def test_single_servable_refuses_everything_else(half_plus_two: LoadedModel) -> 
         manager.handle(ServableRequest("n"))
     with pytest.raises(InvalidArgumentError, match="^Unrecognized servable version label: x$"):
         manager.handle(ServableRequest("m", label="x"))
+
+
+def test_warmup_stops_at_shutdown(tmp_path: Path) -> None:
+    version_dir = make_version(tmp_path, WARMUP / "predict.tfrecord")
+    stop = threading.Event()
+    model = Recorder(load_saved_model(version_dir))
+    run = model.run
+
+    def run_then_shut_down(*args: Any) -> dict[str, np.ndarray]:
+        outputs = run(*args)
+        if len(model.calls) == 2:
+            stop.set()  # SIGTERM arrives while the second request runs
+        return outputs
+
+    model.run = run_then_shut_down  # type: ignore[method-assign]
+    try:
+        with pytest.raises(CancelledError, match="^Warmup of half_plus_two version 123 stopped"):
+            run_warmup(
+                model,  # type: ignore[arg-type]
+                version_dir, model_name="half_plus_two", version=123, stop=stop,
+            )
+    finally:
+        model.close()
+    assert len(model.calls) == 2
