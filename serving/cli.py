@@ -22,6 +22,7 @@ from importlib import metadata
 from typing import Any
 
 from serving.config import ServerOptions
+from serving.logs import FORMATS, LEVELS, configure
 
 log = logging.getLogger("graphserve")
 
@@ -48,7 +49,6 @@ _ACCEPTED: dict[str, type] = {
     "tensorflow_session_config_file": str,
     "per_process_gpu_memory_fraction": float,
     "platform_config_file": str,
-    "monitoring_config_file": str,
     "enable_profiler": bool,
     "enable_grpc_healthcheck_service": bool,
     "remove_unused_fields_from_bundle_metagraph": bool,
@@ -61,6 +61,8 @@ _ACCEPTED: dict[str, type] = {
     "skip_initialize_tpu": bool,
 }
 _ALL: dict[str, type] = {**_SERVED, **_ACCEPTED, "version": bool}
+# Flags that take one of a few words.
+_CHOICES: dict[str, tuple[str, ...]] = {"log_level": tuple(LEVELS), "log_format": FORMATS}
 
 
 class FlagError(ValueError):
@@ -77,6 +79,10 @@ def _convert(name: str, kind: type, text: str) -> Any:
     try:
         if kind is bool:
             return _BOOL_WORDS[text.lower()]
+        if name in _CHOICES:
+            if text.lower() not in _CHOICES[name]:
+                raise ValueError(text)
+            return text.lower()
         return kind(text)
     except (KeyError, ValueError):
         raise FlagError(f"Illegal value for flag --{name}: {text!r}") from None
@@ -121,7 +127,8 @@ def usage() -> str:
     for name, kind in _SERVED.items():
         value = getattr(defaults, name)
         shown = str(value).lower() if isinstance(value, bool) else value
-        lines.append(f"\t--{name}={shown}\t{kind.__name__}")
+        choices = f"\t{'|'.join(_CHOICES[name])}" if name in _CHOICES else ""
+        lines.append(f"\t--{name}={shown}\t{kind.__name__}{choices}")
     lines.append("\t--version=false\tbool\tprint the version and exit")
     lines.append("Accepted for compatibility, no effect yet: "
                  + ", ".join(f"--{n}" for n in _ACCEPTED))
@@ -155,9 +162,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from serving.client.cli import main as client_main
 
         return client_main(args)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     # watchdog warns when a directory tree appears faster than it registers watches; harmless.
     warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
     try:
@@ -170,6 +174,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if parsed.unknown:
         print(f"unknown argument: {parsed.unknown[0]}\n{usage()}", end="")
+    # Before anything logs (options_from_flags warns about flags without effect).
+    defaults = ServerOptions()
+    configure(
+        parsed.values.get("log_level", defaults.log_level),
+        parsed.values.get("log_format", defaults.log_format),
+    )
     from serving.server import serve
 
     return serve(options_from_flags(parsed.values))

@@ -117,9 +117,29 @@ class ServerOptions:
     # Beyond TensorFlow Serving: false turns HandleReloadConfigRequest off (PERMISSION_DENIED,
     # nothing changes), for a server whose model list only its config file may change.
     enable_model_management_rpc: bool = True
+    # As TensorFlow Serving, the ports open once the first config's models have loaded, and a
+    # failed initial load ends the process (255). Beyond it: false opens them at once, with
+    # /readyz and gRPC health saying when the models are in.
+    wait_for_initial_models: bool = True
+    # Beyond TensorFlow Serving: the drain on SIGTERM/SIGINT. Readiness turns false at once; the
+    # listeners keep accepting for the delay (endpoint propagation in Kubernetes), then REST
+    # and gRPC finish their requests in flight within the grace period, side by side.
+    drain_delay_seconds: float = 0.0
+    drain_grace_seconds: float = 20.0
     # TensorFlow Lite models are not served: a version holding only model.tflite fails its load
     # with an error saying so (with or without the flag); one holding a SavedModel serves it.
     prefer_tflite_model: bool = False
+    # Beyond TensorFlow Serving: the server's logs (serving.logs). --log_level is the lowest
+    # level written (debug|info|warning|error); --log_format is text (TensorFlow Serving-like
+    # lines) or json (one object per line, for log collectors).
+    log_level: str = "info"
+    log_format: str = "text"
+    # Monitoring (serving.metrics): a text-format MonitoringConfig; with
+    # prometheus_config { enable: true } and REST on, metrics are served at its path.
+    monitoring_config_file: str = ""
+    # Beyond TensorFlow Serving: one line per REST and gRPC request on logger
+    # graphserve.access (method, path or RPC, status, latency, bytes; never headers or bodies).
+    enable_access_log: bool = False
 
     @property
     def tags(self) -> tuple[str, ...]:

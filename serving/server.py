@@ -1,32 +1,47 @@
 """Builds the server from its options and runs it until SIGTERM/SIGINT.
 
 Start-up: read and check the model config (an invalid one ends the process with exit status
-255, as in TensorFlow Serving), hand it to the ServerCore, and open the transports at once;
-models load in the background and ``/readyz`` (and gRPC health) report when every one has a
-version AVAILABLE (TensorFlow Serving instead blocks start-up until then). gRPC serves on
-``--port`` (and/or ``--grpc_socket_path``) from its own thread pool; REST runs on uvicorn in the
-main thread. On SIGTERM/SIGINT both stop accepting and finish the requests in flight, then the
-models are unloaded.
+255, as in TensorFlow Serving) and hand it to the ServerCore. As TensorFlow Serving, the ports
+open once the first config's models have loaded, and a failed initial load ends the process
+(``initial_load.py``); with ``--wait_for_initial_models=false`` they open at once and
+``/readyz`` and gRPC health say when the models are in. gRPC serves on ``--port`` (and/or
+``--grpc_socket_path``) and REST on ``--rest_api_port``, each from an event loop on a thread of
+its own; the main thread keeps the stop signals (``shutdown.py``).
+
+The drain, on the first SIGTERM/SIGINT: readiness turns false at once (``/readyz`` 503, gRPC
+health NOT_SERVING) and loads in progress are abandoned; the listeners keep accepting for
+``--drain_delay_seconds``, then both stop accepting and finish their requests in flight side by
+side within ``--drain_grace_seconds``; then the models are unloaded and the process exits 0. A
+second signal exits at once.
 """
 
 from __future__ import annotations
 
 import logging
-import signal
-import threading
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runtime.errors import InvalidArgumentError, OpError
 from serving.config import ServerOptions, model_configs
 from serving.core.config_watcher import ConfigFileWatcher
+from serving.core.initial_load import initial_load
 from serving.core.server_core import CoreOptions, ServerCore
 from serving.memory import configure_allocator
+from serving.metrics.setup import observe_requests, rest_metrics
 from serving.open_files import raise_open_file_limit
+from serving.shutdown import ShutdownSignals
+
+if TYPE_CHECKING:
+    from serving.grpc.server import GrpcServer
+    from serving.rest.app import RestApp
+    from serving.rest.http_server import HttpServer
 
 log = logging.getLogger("graphserve")
 
 EXIT_START_FAILED = 255  # tensorflow_model_server returns -1
-GRACE_S = 30  # how long requests in flight may take to finish at shutdown
+# Beyond the grace period, how long unloading may take before the process gives up on it.
+_STOPPED_WAIT_S = 2.0
 
 
 def build_core(options: ServerOptions) -> tuple[ServerCore, ConfigFileWatcher | None]:
@@ -58,17 +73,32 @@ def build_core(options: ServerOptions) -> tuple[ServerCore, ConfigFileWatcher | 
     return core, watcher
 
 
-def _wait_for_signal() -> None:
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+def _start_failed(err: OpError) -> int:
+    message = f"Failed to start server. Error: {err.status_text()}"
+    log.error("%s", message)
+    print(message, flush=True)
+    return EXIT_START_FAILED
 
 
-def _serve_rest(core: ServerCore, options: ServerOptions) -> int:
+def _wait_for_initial_models(core: ServerCore, signals: ShutdownSignals) -> OpError | None:
+    """Block until the initial config's models have loaded (None), one failed (its error), or a
+    stop was asked for (None)."""
+    configs = list(core.configs().values())
+    log.info("Waiting for the models of the initial config to load: %s",
+             ", ".join(c.name for c in configs) or "(none)")
+    while not signals.requested:
+        outcome = initial_load(configs, core.version_states)
+        if outcome.finished:
+            return outcome.error() if outcome.failed else None
+        core.monitor.wait_for(lambda _: initial_load(configs, core.version_states).finished, 0.2)
+    return None
+
+
+def _start_rest(core: ServerCore, options: ServerOptions) -> tuple[RestApp, HttpServer]:
     from serving.rest.app import RestOptions, create_app
-    from serving.rest.http_server import HttpLimits, serve_http
+    from serving.rest.http_server import HttpLimits, HttpServer
 
+    metrics_path, scrape = rest_metrics(core, options)  # OpError: before anything runs
     app = create_app(
         core,
         RestOptions(
@@ -78,65 +108,131 @@ def _serve_rest(core: ServerCore, options: ServerOptions) -> int:
             signature_method_name_check=options.enable_signature_method_name_check,
             max_body_bytes=options.rest_api_max_body_bytes,
             max_tensor_bytes=options.max_request_tensor_bytes,
+            metrics_path=metrics_path,
         ),
         readiness=core.readiness,
+        draining=core.draining,
+        scrape=scrape,
     )
     try:
-        limits = HttpLimits.from_server_options(options)
+        server = HttpServer(
+            app,
+            options.rest_api_host,
+            options.rest_api_port,
+            HttpLimits.from_server_options(options),
+            options.drain_grace_seconds,
+        )
         log.info(
             "Exporting HTTP/REST API at:%s:%d ...", options.rest_api_host, options.rest_api_port
         )
-        return serve_http(app, options.rest_api_host, options.rest_api_port, limits, GRACE_S)
-    except OpError as err:
-        message = f"Failed to start server. Error: {err.status_text()}"
-        log.error("%s", message)
-        print(message, flush=True)
-        return EXIT_START_FAILED
-    finally:
+        server.start()
+    except BaseException:
         app.close()
+        raise
+    return app, server
+
+
+def _check_listener_options(core: ServerCore, options: ServerOptions) -> None:
+    """Raise OpError for listener options that cannot work (an SSL or monitoring config that
+    does not parse, an invalid limit) before the initial load is waited for."""
+    from serving.grpc.server import GrpcOptions
+    from serving.rest.http_server import HttpLimits
+
+    if options.port or options.grpc_socket_path:
+        GrpcOptions.from_server_options(options)
+    if options.rest_api_port and options.rest_api_port != options.port:
+        HttpLimits.from_server_options(options)
+        rest_metrics(core, options)
+
+
+def _open_listeners(
+    core: ServerCore, options: ServerOptions
+) -> tuple[GrpcServer | None, tuple[RestApp, HttpServer] | None]:
+    """Start gRPC and REST as the options ask; raises OpError, leaving neither running."""
+    grpc_server: GrpcServer | None = None
+    if options.port or options.grpc_socket_path:
+        from serving.grpc.server import GrpcOptions, start_grpc_server
+
+        grpc_server = start_grpc_server(core, GrpcOptions.from_server_options(options))
+    try:
+        if options.rest_api_port == 0:
+            log.warning("REST API disabled (--rest_api_port=0); no API is being served")
+            return grpc_server, None
+        if options.rest_api_port == options.port:
+            log.error(
+                "server_options.http_port cannot be same as grpc_port. Please use a different "
+                "port for HTTP/REST API. Skipped exporting HTTP/REST API."
+            )
+            return grpc_server, None
+        return grpc_server, _start_rest(core, options)
+    except BaseException:
+        if grpc_server is not None:
+            grpc_server.stop(None).wait()
+        raise
 
 
 def serve(options: ServerOptions) -> int:
     """Run the server; returns the process exit status."""
     configure_allocator()  # first: malloc settings apply to what is allocated after them
     raise_open_file_limit()  # before either listener sizes its connection cap from it
+    signals = ShutdownSignals()
+    signals.install()  # before the initial load, which a stop must be able to end
+    observe_requests(options)
     try:
         core, watcher = build_core(options)
     except OpError as err:
-        message = f"Failed to start server. Error: {err.status_text()}"
-        log.error("%s", message)
-        print(message, flush=True)
-        return EXIT_START_FAILED
-    grpc_server = None
+        return _start_failed(err)
+    grpc_server: GrpcServer | None = None
+    rest: tuple[RestApp, HttpServer] | None = None
     try:
-        if options.port or options.grpc_socket_path:
-            from serving.grpc.server import GrpcOptions, start_grpc_server
-
-            grpc_server = start_grpc_server(core, GrpcOptions.from_server_options(options))
+        _check_listener_options(core, options)
+        if options.wait_for_initial_models:
+            failure = _wait_for_initial_models(core, signals)
+            if failure is not None:
+                raise failure
+        if not signals.requested:
+            grpc_server, rest = _open_listeners(core, options)
     except OpError as err:
-        message = f"Failed to start server. Error: {err.status_text()}"
-        log.error("%s", message)
-        print(message, flush=True)
-        core.close()
-        return EXIT_START_FAILED
-    if watcher is not None:
-        watcher.start()
-    try:
-        if options.rest_api_port == 0:
-            log.warning("REST API disabled (--rest_api_port=0); no API is being served")
-            _wait_for_signal()
-            return 0
-        if options.rest_api_port == options.port:
-            log.error(
-                "server_options.http_port cannot be same as grpc_port. Please use a different "
-                "port for HTTP/REST API. Skipped exporting HTTP/REST API."
-            )
-            _wait_for_signal()
-            return 0
-        return _serve_rest(core, options)
-    finally:
         if watcher is not None:
             watcher.close()
-        if grpc_server is not None:
-            grpc_server.stop(GRACE_S).wait()
         core.close()
+        return _start_failed(err)
+    if watcher is not None:
+        watcher.start()
+    while not signals.wait(0.5):
+        if rest is not None and rest[1].stopped.is_set():
+            log.error("The REST listener ended unexpectedly; shutting down")
+            break
+    _stop(core, watcher, grpc_server, rest, options)
+    return 0
+
+
+def _stop(
+    core: ServerCore,
+    watcher: ConfigFileWatcher | None,
+    grpc_server: GrpcServer | None,
+    rest: tuple[RestApp, HttpServer] | None,
+    options: ServerOptions,
+) -> None:
+    """The drain (see the module doc); a second signal ends the process meanwhile."""
+    if watcher is not None:
+        watcher.close()
+    core.begin_shutdown()
+    if grpc_server is not None:
+        grpc_server.refresh_health()
+    if options.drain_delay_seconds > 0 and (grpc_server is not None or rest is not None):
+        log.info("Not ready; still accepting for %gs", options.drain_delay_seconds)
+        time.sleep(options.drain_delay_seconds)
+    grace = max(options.drain_grace_seconds, 0.0)
+    stopped = []
+    if rest is not None:
+        stopped.append(rest[1].stop())
+    if grpc_server is not None:
+        stopped.append(grpc_server.stop(grace))
+    deadline = time.monotonic() + grace + _STOPPED_WAIT_S
+    for event in stopped:
+        if not event.wait(max(deadline - time.monotonic(), 0.0)):
+            log.warning("A listener did not stop within the grace period")
+    if rest is not None:
+        rest[0].close()
+    core.close()

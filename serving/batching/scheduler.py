@@ -521,6 +521,12 @@ class SharedBatchScheduler:
             self._queues.append(queue)
         return queue
 
+    def queue_depths(self) -> dict[str, int]:
+        """Tasks waiting in each open queue, by queue name (for the metrics endpoint)."""
+        with self._lock:
+            queues = list(self._queues)
+        return {queue.name: queue.num_enqueued_tasks() for queue in queues}
+
     def run_one(self) -> bool:
         """Take one ready batch (round-robin over the queues) and run it on this thread.
         Returns False when no batch is ready."""

@@ -7,6 +7,9 @@ The buckets follow TensorFlow Serving's batching metrics: batch sizes in powers 
 Bucket ``i`` counts values ``v`` with ``bounds[i-1] < v <= bounds[i]`` (Prometheus' ``le``);
 the last count is the overflow above the largest bound.
 
+Every record also goes to TensorFlow Serving's process-wide ``batching_session`` metrics
+(``serving.metrics.catalog``), which outlive the queue.
+
 Thread safety: every method may be called from any thread; each takes one short lock.
 """
 
@@ -16,6 +19,8 @@ import threading
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from serving.metrics.catalog import BATCH_THREAD_POOL, METRICS
 
 BATCH_SIZE_BOUNDS: tuple[int, ...] = tuple(2**i for i in range(14))
 QUEUEING_LATENCY_BOUNDS_US: tuple[float, ...] = tuple(100.0 * 1.2**i for i in range(52))
@@ -76,9 +81,11 @@ class BatchStats:
     ) -> None:
         """One dequeued batch: ``rows``/``tasks`` that reached the batch function (0 when every
         task was dropped), each dequeued task's time in the queue, and the drops."""
+        pool = (BATCH_THREAD_POOL,)
         with self._lock:
             for latency in queueing_us:
                 self._queueing_us.add(latency)
+                METRICS.queuing_latency.observe(pool, latency)
             self._expired += expired
             self._cancelled += cancelled
             if tasks:
@@ -86,6 +93,8 @@ class BatchStats:
                 self._tasks += tasks
                 self._rows += rows
                 self._batch_sizes.add(rows)
+                METRICS.wrapped_run_count.add(())
+                METRICS.input_batch_size.observe((), rows)
                 if failed:
                     self._failed_batches += 1
 
@@ -93,6 +102,8 @@ class BatchStats:
         """A batch of ``batch_rows`` real rows ran padded with ``padding_rows`` more (to an
         allowed batch size)."""
         padded = batch_rows + padding_rows
+        METRICS.processed_batch_size.observe((), padded)
+        METRICS.padding_size.observe((str(padded),), padding_rows)
         with self._lock:
             entry = self._padding_by_size.get(padded)
             if entry is None:

@@ -408,6 +408,18 @@ class AspiredVersionsManager:
             if self._wake.wait(self._manage_interval_s):
                 self._wake.clear()
 
+    def abandon_loads(self) -> None:
+        """Cancel every load queued, waiting to retry or in progress (shutdown has begun): none
+        of them will be served, and one that finishes closes what it loaded. Versions already
+        serving keep serving until ``close``."""
+        with self._lock:
+            for harness in [
+                *(h for hs in self._harnesses.values() for h in hs.values()),
+                *self._replacing.values(),
+            ]:
+                if harness.state is not HarnessState.READY:
+                    harness.cancel_load_retries()
+
     def close(self, wait_s: float = CLOSE_WAIT_SECONDS) -> None:
         """Stop managing and unload every version, waiting for their handles. Idempotent.
 

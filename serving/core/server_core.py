@@ -26,6 +26,7 @@ from serving.batching.scheduler import SharedBatchScheduler
 from serving.batching.session import BatchingServable
 from serving.config import ModelConfig, ServerOptions
 from serving.core.fs_source import FileSystemSource
+from serving.core.lifecycle_log import LifecycleLog
 from serving.core.manager import AspiredVersionsManager, VersionLoader
 from serving.core.model_format import should_retry_load, tflite_passed_over, unservable_model
 from serving.core.settle import TFLITE_MODEL_FILE
@@ -141,10 +142,11 @@ def saved_model_loader(
     def load(id: ServableId, path: Path) -> Servable:
         from runtime.saved_model import load_saved_model
         from serving.core.warmup import run_warmup
+        from serving.metrics.load_metrics import timed_load, timed_warmup
 
         _check_model_format(id, path, prefer_tflite=options.prefer_tflite_model)
         params = _version_batching(options, path) if scheduler is not None else None
-        loaded = load_saved_model(path, options.tags)
+        loaded = timed_load(path, lambda: load_saved_model(path, options.tags))
         model: Servable
         if params is not None:
             assert scheduler is not None
@@ -153,11 +155,11 @@ def saved_model_loader(
             model = PlainServable(loaded)
         if options.enable_model_warmup:
             try:
-                run_warmup(
+                timed_warmup(path, lambda: run_warmup(
                     model, path, model_name=id.name, version=id.version,
                     iterations=options.num_request_iterations_for_warmup or 1,
                     stop=stopping,
-                )
+                ))
             except BaseException:
                 model.close()
                 raise
@@ -172,7 +174,8 @@ class ServerCore:
     def __init__(self, options: CoreOptions, loader: VersionLoader | None = None) -> None:
         self.options = options
         self.monitor = ServableStateMonitor()
-        self._stopping = threading.Event()  # set by close(): warmups stop
+        self.monitor.add_listener(LifecycleLog())  # a log line per state change
+        self._stopping = threading.Event()  # set once shutdown begins: warmups stop
         # One pool of batch threads for every model that batches, as upstream.
         self.batch_scheduler = (
             SharedBatchScheduler(options.batching.num_batch_threads, thread_name_prefix="batch")
@@ -257,6 +260,17 @@ class ServerCore:
 
     def wait_until_ready(self, timeout: float | None = None) -> bool:
         return self.monitor.wait_for(lambda _: not self.readiness(), timeout)
+
+    def draining(self) -> bool:
+        """Whether shutdown has begun: the server is not ready, whatever its models are."""
+        return self._stopping.is_set()
+
+    def begin_shutdown(self) -> None:
+        """The first step of the drain: stop watching for versions, stop warmups and abandon
+        the loads in progress; the versions serving keep serving until ``close``."""
+        self._stopping.set()
+        self.source.close()
+        self.manager.abandon_loads()
 
     def close(self) -> None:
         """Stop watching, then unload every version (in-flight requests finish first); loads

@@ -41,9 +41,10 @@ _ALWAYS_SERVING = (MODEL_SERVICE, "ModelService")
 class ReadinessHealth(health.aio.HealthServicer):
     """Create it on the server's event loop (``start`` sets the first statuses)."""
 
-    def __init__(self, readiness: Readiness) -> None:
+    def __init__(self, readiness: Readiness, draining: Callable[[], bool] = lambda: False) -> None:
         super().__init__()
         self._readiness = readiness
+        self._draining = draining  # true from the first stop signal: NOT_SERVING
         self._loop = asyncio.get_running_loop()
         self._status: int | None = None
         self._refresh_lock = asyncio.Lock()  # publishing can wait for a watcher's write
@@ -59,7 +60,7 @@ class ReadinessHealth(health.aio.HealthServicer):
 
     def ready(self) -> bool:
         try:
-            return not self._readiness()
+            return not self._draining() and not self._readiness()
         except Exception:  # a failing readiness check means not ready, loudly
             log.exception("Readiness check failed")
             return False

@@ -6,8 +6,10 @@ the old one (models left out are unloaded); then the call waits until every mode
 configured before has a version that became AVAILABLE or failed (END) since the reload, and
 fails with UNKNOWN ``N model(s) did not become available: {...}`` if one failed. Models already
 configured are not waited for. The outcome is the RPC's status and, on success, ``status`` in
-the response. Metrics asked for by name are reported with an increase of 0: the server keeps
-no TensorFlow monitoring counters (upstream reports 0 for a metric it does not know, too).
+the response. Each counter named in ``metric_names`` (by monitoring path,
+``/tensorflow/cc/saved_model/load_attempt_count``, or exposed name) is reported with its
+increase across the reload, summed over its labels; a name that is not a counter reports 0, as
+upstream.
 
 The wait has no limit of its own (as upstream); it ends when the caller's deadline passes or
 the caller goes away.
@@ -36,6 +38,7 @@ from runtime.errors import (
 from serving.config import ModelConfig
 from serving.core.state_monitor import ServableStateMonitor
 from serving.grpc.rpc import Rpc
+from serving.metrics.catalog import METRICS
 from serving.requests import proto_convert as convert
 from serving.requests.call_context import CallContext
 from serving.requests.status import get_model_status
@@ -91,6 +94,8 @@ class ModelService:
     def reload_config(
         self, request: model_management_pb2.ReloadConfigRequest, call: CallContext
     ) -> model_management_pb2.ReloadConfigResponse:
+        names = list(request.metric_names)
+        before = METRICS.counter_totals(names)
         try:
             self._reload(request, call)
         except OpError as err:
@@ -98,8 +103,9 @@ class ModelService:
             raise
         response = model_management_pb2.ReloadConfigResponse()
         response.status.SetInParent()  # OK, present as upstream sets it
-        for name in request.metric_names:
-            response.metric.add(name=name, int64_value_increase=0)
+        after = METRICS.counter_totals(names)
+        for name in names:
+            response.metric.add(name=name, int64_value_increase=after[name] - before[name])
         return response
 
     def _reload(self, request: model_management_pb2.ReloadConfigRequest, call: CallContext) -> None:

@@ -20,7 +20,8 @@ from protos.tensorflow_serving.apis import (
     regression_pb2,
 )
 from serving.grpc.predict_wire import PredictResponseWriter
-from serving.grpc.rpc import Rpc
+from serving.grpc.rpc import Rpc, model_name
+from serving.metrics.catalog import METRICS
 from serving.requests import proto_convert as convert
 from serving.requests.call_context import CallContext
 from serving.requests.classify import classify
@@ -33,6 +34,18 @@ from serving.requests.regress import regress
 SERVICE_NAME = prediction_service_pb2.DESCRIPTOR.services_by_name["PredictionService"].full_name
 # Beyond this, a response is written off the event loop.
 LARGE_RESPONSE_VALUES = 1 << 16
+
+
+def record_examples(request: Any) -> None:
+    """A MultiInference request's examples into ``request_example_counts`` and
+    ``request_example_count_total``, as upstream counts them."""
+    kind = request.input.WhichOneof("kind")
+    if kind is None:
+        return
+    examples = len(getattr(request.input, kind).examples)
+    cell = (model_name(request),)
+    METRICS.request_example_counts.observe(cell, examples)
+    METRICS.request_example_count_total.add(cell, examples)
 
 
 class PredictionService:
@@ -82,6 +95,7 @@ class PredictionService:
         return convert.regress_response(response)
 
     def multi_inference(self, request: Any, call: CallContext) -> Any:
+        record_examples(request)
         response = multi_inference(
             self.manager,
             convert.multi_inference_request(request),

@@ -14,6 +14,7 @@ waits for it).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import time
@@ -26,6 +27,8 @@ from google.protobuf.message import DecodeError
 
 from runtime.errors import DeadlineExceededError, InvalidArgumentError, OpError
 from serving.grpc.errors import grpc_status, status_message
+from serving.logs import traceback_without_messages
+from serving.metrics.requests import GRPC, OBSERVERS, RequestRecord, drop_reason
 from serving.requests.call_context import CallContext
 from serving.requests.dispatcher import NOT_RUN_DEADLINE, Dispatcher
 from serving.requests.failure import out_of_memory
@@ -74,7 +77,9 @@ def failure(err: Exception, request_type: Any) -> tuple[grpc.StatusCode, str]:
     if isinstance(err, MemoryError):
         return grpc_status(out_of_memory(err))
     # The outer boundary: log it, answer like an UNKNOWN error.
-    log.error("Unexpected error serving %s", request_type.DESCRIPTOR.full_name, exc_info=err)
+    # Not the message: it may quote the request (see traceback_without_messages).
+    log.error("Unexpected error serving %s:\n%s", request_type.DESCRIPTOR.full_name,
+              traceback_without_messages(err))
     return grpc.StatusCode.UNKNOWN, status_message(f"{type(err).__name__}: {err}")
 
 
@@ -86,14 +91,65 @@ def _run_blocking(handler: BlockingHandler, request: Any, call: CallContext) -> 
     return _serialized(handler(request, call))
 
 
-def async_method(rpc: Rpc, dispatcher: Dispatcher) -> grpc.RpcMethodHandler[bytes, bytes]:
-    """The grpcio handler of ``rpc`` (no (de)serializers: it sees and returns bytes)."""
+def model_name(request: Any) -> str:
+    """The model a request names ("" when none): its model_spec, or its first task's."""
+    spec = getattr(request, "model_spec", None)
+    if spec is not None:
+        return str(spec.name)
+    tasks = getattr(request, "tasks", None)
+    return str(tasks[0].model_spec.name) if tasks else ""
+
+
+class _Note:
+    """What an observed RPC learnt, for its ``RequestRecord``."""
+
+    __slots__ = ("code", "dropped", "model", "started")
+
+    def __init__(self) -> None:
+        self.model = ""
+        self.code = "OK"
+        self.dropped = ""
+        self.started = False
+
+
+def async_method(
+    rpc: Rpc, dispatcher: Dispatcher, target: str = ""
+) -> grpc.RpcMethodHandler[bytes, bytes]:
+    """The grpcio handler of ``rpc`` (no (de)serializers: it sees and returns bytes);
+    ``target``, the method's path (``/package.Service/Method``), names it in request records."""
     request_type, handler = rpc.request_type, rpc.handler
     on_loop = inspect.iscoroutinefunction(handler)
+    api = target.rsplit("/", 1)[-1]
 
-    async def answer(data: bytes, context: Context) -> bytes:
+    async def observed(data: bytes, context: Context) -> bytes:
+        observers = OBSERVERS
+        if not observers.active:
+            return await answer(data, context, None)
+        note = _Note()
+        start = time.perf_counter()
+        response = b""
+        try:
+            response = await answer(data, context, note)
+            return response
+        except asyncio.CancelledError:  # the client cancelled, or its deadline passed
+            note.code = "CANCELLED"
+            note.dropped = note.dropped or "cancelled"
+            raise
+        finally:
+            if note.started:
+                observers.end(note.model)
+            observers.emit(RequestRecord(
+                GRPC, api, note.model, note.code, time.perf_counter() - start, len(data),
+                len(response), "", target, 0, note.dropped,
+            ))
+
+    async def answer(data: bytes, context: Context, note: _Note | None) -> bytes:
         try:
             request = parse_request(request_type, data)
+            if note is not None:
+                note.model = model_name(request)
+                OBSERVERS.begin(note.model)
+                note.started = True
             call = caller(context)
             try:
                 if call.expired():
@@ -108,6 +164,8 @@ def async_method(rpc: Rpc, dispatcher: Dispatcher) -> grpc.RpcMethodHandler[byte
                 call.leave()
         except Exception as err:  # noqa: BLE001 - every error becomes a status
             code, details = failure(err, request_type)
+            if note is not None:
+                note.code, note.dropped = code.name, drop_reason(err)
             del err  # its traceback holds the request: free it before the status goes out
         # The status goes out as an exception whose traceback holds this frame, and grpcio
         # keeps that past the RPC: not the request's bytes and message with it.
@@ -116,10 +174,12 @@ def async_method(rpc: Rpc, dispatcher: Dispatcher) -> grpc.RpcMethodHandler[byte
         await context.abort(code, details)  # raises; grpcio sends the status
         raise AssertionError("unreachable")  # pragma: no cover
 
-    return grpc.unary_unary_rpc_method_handler(answer)
+    return grpc.unary_unary_rpc_method_handler(observed)
 
 
 def method_handlers(
-    rpcs: dict[str, Rpc], dispatcher: Dispatcher
+    rpcs: dict[str, Rpc], dispatcher: Dispatcher, service: str = ""
 ) -> dict[str, grpc.RpcMethodHandler[bytes, bytes]]:
-    return {name: async_method(rpc, dispatcher) for name, rpc in rpcs.items()}
+    return {
+        name: async_method(rpc, dispatcher, f"/{service}/{name}") for name, rpc in rpcs.items()
+    }

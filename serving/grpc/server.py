@@ -227,6 +227,8 @@ class GrpcCore(ReloadableCore, Protocol):
 
     def readiness(self) -> list[str]: ...
 
+    def draining(self) -> bool: ...
+
 
 def _listen(
     server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None
@@ -328,13 +330,13 @@ class GrpcServer:
                 ModelService(core, reload_enabled=options.model_management).rpcs(),
             ),
         ):
-            handlers = method_handlers(rpcs, self.dispatcher)
+            handlers = method_handlers(rpcs, self.dispatcher, service)
             server.add_generic_rpc_handlers(
                 (grpc.method_handlers_generic_handler(service, handlers),)
             )
             # Registered methods are matched in gRPC's core, without a Python lookup per call.
             server.add_registered_method_handlers(service, handlers)
-        health_servicer = ReadinessHealth(core.readiness)
+        health_servicer = ReadinessHealth(core.readiness, core.draining)
         await health_servicer.start()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         if options.reflection:
@@ -351,6 +353,11 @@ class GrpcServer:
             _listen(server, f"unix:{options.socket_path}", self._credentials)
         await server.start()
         return server, health_servicer
+
+    def refresh_health(self) -> None:
+        """Have health checks and watchers hear a readiness change now (e.g. the drain)."""
+        if self._health is not None:
+            self._health.on_state_change()
 
     def stop(self, grace: float | None) -> threading.Event:
         """Stop accepting calls, let those in flight finish for up to ``grace`` seconds (None:

@@ -39,6 +39,7 @@ from runtime.errors import (
     UnavailableError,
 )
 from serving.batching.scheduler import QUEUE_FULL_MESSAGE
+from serving.metrics.catalog import METRICS, RUNTIME
 from serving.requests.call_context import CallContext, calling
 from serving.requests.call_watch import CallWatch
 from serving.requests.model_runner import start_run
@@ -82,6 +83,18 @@ def _small(inputs: dict[str, np.ndarray]) -> bool:
     for array in inputs.values():
         size += array.nbytes
     return size <= INLINE_INPUT_BYTES
+
+
+def _timed(record: Callable[[float], None], name: str) -> Callable[[float], None]:
+    """``record``, and the run's time into ``runtime_latency`` (the CPU time of the run, the
+    time inside the session; batched runs are in the batching metrics instead)."""
+    cell = (name, "Predict", RUNTIME)
+
+    def timed(seconds: float) -> None:
+        record(seconds)
+        METRICS.runtime_latency.observe(cell, seconds * 1e6)
+
+    return timed
 
 
 def _if_still_wanted(call: CallContext, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
@@ -147,10 +160,12 @@ class Dispatcher:
             try:
                 outputs = servable.run(key, checked, aliases)
             finally:
-                site.record(time.thread_time() - start)
+                ran = time.thread_time() - start
+                site.record(ran)
                 handle.release()
+            METRICS.runtime_latency.observe((name, "Predict", RUNTIME), ran * 1e6)
         else:
-            timed = None if batches else site.record
+            timed = None if batches else _timed(site.record, name)
             run = start_run(handle, key, checked, aliases, self.pool, call, timed)  # releases it
             outputs = await self._waiting(call, run)
         return response(spec, version_, key, outputs)

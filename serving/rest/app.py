@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,8 @@ import numpy as np
 
 from runtime.errors import InvalidArgumentError, NotFoundError, OpError
 from runtime.saved_model import Signature
+from serving.logs import traceback_without_messages
+from serving.metrics.requests import OBSERVERS, REST, RequestRecord, drop_reason
 from serving.requests.call_context import CallContext
 from serving.requests.classify import ClassifyRequest, classify
 from serving.requests.dispatcher import DEFAULT_MAX_TENSOR_BYTES, Dispatcher, DispatchOptions
@@ -85,9 +88,15 @@ class RestOptions:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # larger bodies (sent or inflated) answer 413
     max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES
     inline_run_s: float = INLINE_RUN_S  # see DispatchOptions
+    # The Prometheus endpoint's path (--monitoring_config_file); "" = none.
+    metrics_path: str = ""
 
 
 Readiness = Callable[[], list[str]]  # configured models without an AVAILABLE version
+
+
+def _never() -> bool:
+    return False
 
 
 def _all_ready() -> list[str]:
@@ -136,11 +145,16 @@ class RestApi:
     """The APIs: bodies in, bodies out; raises ``OpError``."""
 
     def __init__(
-        self, manager: ServableManager, options: RestOptions, readiness: Readiness = _all_ready
+        self,
+        manager: ServableManager,
+        options: RestOptions,
+        readiness: Readiness = _all_ready,
+        draining: Callable[[], bool] = _never,
     ) -> None:
         self.manager = manager
         self.options = options
         self.readiness = readiness
+        self.draining = draining  # true from the first stop signal: /readyz answers 503
         self.dispatcher = Dispatcher(
             manager,
             DispatchOptions(
@@ -223,6 +237,8 @@ class RestApi:
     def probe(self, path: bytes) -> tuple[bytes, int]:
         if path == HEALTHZ:
             return probe_json("alive"), 200
+        if self.draining():
+            return probe_json("shutting down"), 503
         not_ready = sorted(self.readiness())
         if not_ready:
             return probe_json("not ready", not_ready), 503
@@ -235,13 +251,35 @@ async def _respond(send: Send, status: int, headers: Headers, body: bytes) -> No
     await send({"type": "http.response.body", "body": body})
 
 
-class RestApp:
-    """The ASGI application. ``api`` is the ``RestApi``; ``close`` stops its worker pool."""
+class _Outcome:
+    """What ``_api`` learnt about a request, for its ``RequestRecord``."""
 
-    def __init__(self, api: RestApi) -> None:
+    __slots__ = ("api", "code", "dropped", "model", "request_bytes")
+
+    def __init__(self) -> None:
+        self.api = ""
+        self.model = ""
+        self.code = ""  # "": from the HTTP status
+        self.dropped = ""
+        self.request_bytes = 0
+
+
+# Code names of the answers given outside the API's error boundary.
+_HTTP_CODES = {200: "OK", 400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "UNIMPLEMENTED",
+               503: "UNAVAILABLE"}
+
+
+class RestApp:
+    """The ASGI application. ``api`` is the ``RestApi``; ``close`` stops its worker pool.
+    ``scrape`` answers the Prometheus endpoint (``RestOptions.metrics_path``)."""
+
+    def __init__(self, api: RestApi, scrape: Callable[[], bytes] | None = None) -> None:
         self.api = api
         self._cors: Headers = list(_CORS) if api.options.enable_cors else []
         self._routes: dict[tuple[str, bytes], Route | OpError] = {}
+        self._scrape = scrape
+        metrics_path = api.options.metrics_path
+        self._metrics_path = metrics_path.encode() if scrape is not None and metrics_path else None
 
     def close(self) -> None:
         self.api.close()
@@ -252,38 +290,66 @@ class RestApp:
         path: bytes = scope.get("raw_path") or scope["path"].encode()
         path = path.split(b"?", 1)[0]
         method: str = scope["method"]
+        observers = OBSERVERS
+        outcome = _Outcome() if observers.active else None
+        start = time.perf_counter()
         headers = [*self._cors]
         if path in (HEALTHZ, READYZ):
-            await self._probe(method, path, headers, send)
+            content, status = self._probe(method, path, headers)
+        elif path == self._metrics_path and self._scrape is not None:
+            headers = [(b"content-type", b"text/plain")]
+            content, status = self._scrape(), 200
         elif not API_PATH.fullmatch(path.decode("latin-1")):
-            await _respond(
-                send, 404, [(b"content-type", b"text/html; charset=utf-8")], _NOT_FOUND_HTML
-            )
+            headers = [(b"content-type", b"text/html; charset=utf-8")]
+            content, status = _NOT_FOUND_HTML, 404
         elif method == "OPTIONS":
             origin = _header(scope, b"origin")
             ok = origin is not None and _ORIGIN.search(origin) is not None
-            await _respond(send, 200 if ok else 400, headers, b"")
+            content, status = b"", 200 if ok else 400
         else:
             headers.append(_JSON)
-            content, status = await self._api(method, path, scope, receive, headers)
-            await _respond(send, status, headers, content)
+            content, status = await self._api(method, path, scope, receive, headers, outcome)
+        await _respond(send, status, headers, content)
+        if outcome is not None:
+            observers.emit(RequestRecord(
+                REST, outcome.api, outcome.model,
+                outcome.code or _HTTP_CODES.get(status, "UNKNOWN"),
+                time.perf_counter() - start, outcome.request_bytes, len(content), method,
+                path.decode("latin-1"), status, outcome.dropped,
+            ))
 
     async def _api(
-        self, method: str, path: bytes, scope: Scope, receive: Receive, headers: Headers
+        self,
+        method: str,
+        path: bytes,
+        scope: Scope,
+        receive: Receive,
+        headers: Headers,
+        outcome: _Outcome | None = None,
     ) -> tuple[bytes, int]:
-        """The answer of a ``/v1/`` request; the error boundary of every API."""
+        """The answer of a ``/v1/`` request; the error boundary of every API. ``outcome``
+        (when requests are observed) hears the route and how the request ended."""
         api = self.api
         try:
             route = self._route(method, path)
+            if outcome is not None:
+                outcome.model = route.model_name
+                outcome.api = route.api if route.api in INFERENCE_APIS else ""
             limit = api.options.max_body_bytes
             body = await read_body(receive, limit, _header(scope, b"content-length"))
             if body is None:
+                if outcome is not None:
+                    outcome.code, outcome.dropped = "CANCELLED", "cancelled"
                 return b"", 499  # the client is gone; nobody reads this
+            if outcome is not None:
+                outcome.request_bytes = len(body)
             encoding = _header(scope, b"content-encoding")
             if encoding is not None and b"gzip" in encoding:
                 body = gunzip(body, limit)
             if route.api in INFERENCE_APIS:
                 call = api.call(receive)
+                if outcome is not None:
+                    OBSERVERS.begin(route.model_name)
                 try:
                     if route.api == "predict":
                         return await api.predict(route, body, call), 200
@@ -292,21 +358,33 @@ class RestApp:
                     return await api.regress(route, body, call), 200
                 finally:
                     call.leave()
+                    if outcome is not None:
+                        OBSERVERS.end(route.model_name)
             if route.api == "metadata":
                 return api.metadata(route), 200
             if route.api == "models":
                 return api.models(), 200
             return api.status(route), 200
         except OpError as err:
+            if outcome is not None:
+                outcome.code, outcome.dropped = err.code.name, drop_reason(err)
             return error_body(err.message), http_status(err.code)
         except BodyTooLarge as err:
+            if outcome is not None:
+                outcome.code = "RESOURCE_EXHAUSTED"
             headers.append((b"connection", b"close"))  # the rest of the body is not read
             return error_body(str(err)), 413
         except MemoryError as err:
             error = out_of_memory(err)
+            if outcome is not None:
+                outcome.code = error.code.name
             return error_body(error.message), http_status(error.code)
-        except Exception as err:  # the outer boundary: log it, answer like an UNKNOWN error
-            log.exception("Unexpected error serving %s %s", method, path.decode("latin-1"))
+        except Exception as err:  # noqa: BLE001 - the outer boundary: log, answer UNKNOWN
+            # Not the message: it may quote the request (see traceback_without_messages).
+            log.error("Unexpected error serving %s %s:\n%s", method, path.decode("latin-1"),
+                      traceback_without_messages(err))
+            if outcome is not None:
+                outcome.code = "UNKNOWN"
             return error_body(f"{type(err).__name__}: {err}"), 500
 
     def _route(self, method: str, path: bytes) -> Route:
@@ -324,19 +402,17 @@ class RestApp:
             raise type(route)(route.message)
         return route
 
-    async def _probe(self, method: str, path: bytes, headers: Headers, send: Send) -> None:
+    def _probe(self, method: str, path: bytes, headers: Headers) -> tuple[bytes, int]:
         headers.append(_JSON)
         if method not in _PROBE_METHODS:
             headers.append((b"allow", ", ".join(_PROBE_METHODS).encode()))
             message = f"Method {method} not allowed on {path.decode('latin-1')}"
-            await _respond(send, 405, headers, error_body(message))
-            return
+            return error_body(message), 405
         try:
-            content, status = self.api.probe(path)
+            return self.api.probe(path)
         except Exception as err:  # a failing readiness check means not ready, loudly
             log.exception("Readiness check failed")
-            content, status = error_body(f"{type(err).__name__}: {err}"), 503
-        await _respond(send, status, headers, content)
+            return error_body(f"{type(err).__name__}: {err}"), 503
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -351,5 +427,7 @@ def create_app(
     manager: ServableManager,
     options: RestOptions | None = None,
     readiness: Readiness = _all_ready,
+    draining: Callable[[], bool] = _never,
+    scrape: Callable[[], bytes] | None = None,
 ) -> RestApp:
-    return RestApp(RestApi(manager, options or RestOptions(), readiness))
+    return RestApp(RestApi(manager, options or RestOptions(), readiness, draining), scrape)

@@ -28,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import signal
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -327,7 +327,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._set_phase(_IDLE)
 
     def on_response_complete(self) -> None:
-        # uvicorn arms its keep-alive timer here, which is the idle timer (see serve_http);
+        # uvicorn arms its keep-alive timer here, which is the idle timer (see HttpServer);
         # it does not apply while the next request is already arriving.
         writer = self.cycle.transport if self.cycle is not None else None
         if isinstance(writer, _HeadWithBody):
@@ -520,41 +520,74 @@ def protocol_class(limits: HttpLimits, max_connections: int) -> type[LimitedHttp
     return ListenerProtocol
 
 
-def serve_http(
-    app: Callable[..., Awaitable[None]], host: str, port: int, limits: HttpLimits, grace_s: float
-) -> int:
-    """Serve ``app`` on ``host:port`` until SIGTERM/SIGINT, then finish the requests in flight
-    (for up to ``grace_s``); returns the exit status."""
-    open_files = raise_open_file_limit()
-    max_connections = limits.max_connections or connection_cap(open_files)
-    log.info(
-        "REST connections: at most %d (open-file limit %d); request heads up to %d bytes and "
-        "%d fields", max_connections, open_files, limits.max_header_bytes, limits.max_headers,
-    )
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        # The fastest stack uvicorn has; named, so a missing one fails loudly instead of
-        # falling back to the pure-Python parser.
-        loop="uvloop" if sys.platform != "win32" else "asyncio",
-        http=protocol_class(limits, max_connections),
-        log_config=None,
-        access_log=False,  # a log line per request would cost more than the request
-        # X-Forwarded-* rewriting of the client address and scheme, which nothing here reads.
-        proxy_headers=False,
-        lifespan="off",
-        # The idle timeout between requests (uvicorn takes whole seconds).
-        timeout_keep_alive=math.ceil(limits.idle_timeout_s),
-        timeout_graceful_shutdown=math.ceil(grace_s),
-    )
-    # uvicorn handles SIGTERM/SIGINT itself (graceful shutdown), then re-raises the signal to
-    # whatever handler was there before; a no-op one lets the process go on to unload models
-    # and exit with status 0.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: None)
-    try:
-        uvicorn.Server(config).run()
-    except SystemExit as exit_:  # uvicorn exits this way when it cannot bind the port
-        return int(exit_.code or 0)
-    return 0
+class HttpServer:
+    """The REST listener, serving ``app`` from an event loop on a thread of its own (the main
+    thread keeps the stop signals, so the drain is the server's to order, not uvicorn's).
+
+    ``stop`` closes the listening socket, lets requests in flight finish for up to the grace
+    period given at construction and closes idle keep-alive connections; the event it returns is
+    set once the loop has ended.
+    """
+
+    def __init__(
+        self,
+        app: Callable[..., Awaitable[None]],
+        host: str,
+        port: int,
+        limits: HttpLimits,
+        grace_s: float,
+    ) -> None:
+        open_files = raise_open_file_limit()
+        max_connections = limits.max_connections or connection_cap(open_files)
+        log.info(
+            "REST connections: at most %d (open-file limit %d); request heads up to %d bytes "
+            "and %d fields", max_connections, open_files, limits.max_header_bytes,
+            limits.max_headers,
+        )
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            # The fastest stack uvicorn has; named, so a missing one fails loudly instead of
+            # falling back to the pure-Python parser.
+            loop="uvloop" if sys.platform != "win32" else "asyncio",
+            http=protocol_class(limits, max_connections),
+            log_config=None,
+            access_log=False,  # the access log (when on) is the application's
+            # X-Forwarded-* rewriting of the client address and scheme, which nothing here reads.
+            proxy_headers=False,
+            lifespan="off",
+            # The idle timeout between requests (uvicorn takes whole seconds).
+            timeout_keep_alive=math.ceil(limits.idle_timeout_s),
+            timeout_graceful_shutdown=max(math.ceil(grace_s), 1),
+        )
+        self._address = f"{host}:{port}"
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._run, name="rest-loop", daemon=True)
+        self._stopped = threading.Event()
+
+    def _run(self) -> None:
+        try:
+            self._server.run()
+        except SystemExit:  # uvicorn's way of saying it could not bind the port
+            pass
+        except Exception:
+            log.exception("The REST listener failed")
+        finally:
+            self._stopped.set()
+
+    def start(self) -> None:
+        """Listen and serve; raises InvalidArgumentError when the port cannot be bound."""
+        self._thread.start()
+        while not self._server.started:
+            if self._stopped.wait(0.01):
+                raise InvalidArgumentError(f"Failed to start HTTP server at {self._address}")
+
+    @property
+    def stopped(self) -> threading.Event:
+        """Set once the listener has ended (after ``stop``, or by failing)."""
+        return self._stopped
+
+    def stop(self) -> threading.Event:
+        self._server.should_exit = True  # the loop looks at it every 0.1 s
+        return self._stopped

@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import pytest
 
-from serving.cli import FlagError, main, options_from_flags, parse_flags
+from serving.cli import FlagError, main, options_from_flags, parse_flags, usage
 from serving.config import ServerOptions
+
+
+@pytest.fixture(autouse=True)
+def restored_logging() -> Iterator[None]:
+    """main() configures the process's logging; put it back for the tests that follow."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    root.setLevel(level)
+    logging.captureWarnings(False)
 
 
 def test_flag_syntaxes() -> None:
@@ -23,6 +37,23 @@ def test_flag_syntaxes() -> None:
 @pytest.mark.parametrize("argv", [["--port=abc"], ["--enable_batching=maybe"], ["--port"]])
 def test_bad_values(argv: list[str]) -> None:
     with pytest.raises(FlagError):
+        parse_flags(argv)
+
+
+def test_log_flags() -> None:
+    assert ServerOptions().log_level == "info"
+    assert ServerOptions().log_format == "text"
+    values = parse_flags(["--log_level=DEBUG", "--log_format", "json"]).values
+    assert values == {"log_level": "debug", "log_format": "json"}
+    assert options_from_flags(values) == ServerOptions(log_level="debug", log_format="json")
+    assert "\t--log_level=info\tstr\tdebug|info|warning|error" in usage()
+    assert "\t--log_format=text\tstr\ttext|json" in usage()
+
+
+@pytest.mark.parametrize("argv", [["--log_level=verbose"], ["--log_format=xml"],
+                                  ["--log_level="]])
+def test_bad_log_flags(argv: list[str]) -> None:
+    with pytest.raises(FlagError, match="Illegal value for flag --log_"):
         parse_flags(argv)
 
 

@@ -29,6 +29,10 @@ class ServerProcess:
         self.grpc_port = free_port()
         if not any(flag.startswith("--port=") for flag in flags):
             flags = [f"--port={self.grpc_port}", *flags]
+        # Ports at once, so a test can watch models load (or fail to); the tests of TensorFlow
+        # Serving's start-up (ports once the models are in) ask for it.
+        if not any(flag.startswith("--wait_for_initial_models") for flag in flags):
+            flags = ["--wait_for_initial_models=false", *flags]
         # Lives as long as the server (closed in stop()), so no context manager.
         self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115
             "w+", prefix="graphserve-", suffix=".log"
