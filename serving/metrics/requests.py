@@ -11,6 +11,7 @@ raises is logged and the request is unaffected).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from typing import NamedTuple, Protocol
@@ -62,13 +63,18 @@ class RequestObservers:
 
     ``subscribe`` at start-up, before traffic (it copies the tuple, so emitting never locks).
     With no subscriber, ``emit`` is one attribute read; transports skip building a record when
-    ``active`` is false."""
+    ``active`` is false.
+
+    In flight is counted without a lock on the request path: per model, one counter of requests
+    begun and one of requests ended (``next`` on an ``itertools.count`` is atomic), and a scrape
+    takes the difference."""
 
     def __init__(self) -> None:
         self._observers: tuple[RequestObserver, ...] = ()
         self.active = False
         self._lock = threading.Lock()
-        self._in_flight: dict[str, int] = {}
+        self._begun: dict[str, itertools.count[int]] = {}
+        self._ended: dict[str, itertools.count[int]] = {}
 
     def subscribe(self, observer: RequestObserver) -> None:
         with self._lock:
@@ -80,21 +86,32 @@ class RequestObservers:
             self._observers = tuple(o for o in self._observers if o is not observer)
             self.active = bool(self._observers)
 
-    def begin(self, model: str) -> None:
+    def _counters(self, model: str) -> tuple[itertools.count[int], itertools.count[int]]:
         with self._lock:
-            self._in_flight[model] = self._in_flight.get(model, 0) + 1
+            if model not in self._begun:
+                self._ended[model] = itertools.count()
+                self._begun[model] = itertools.count()  # last: the request path reads it first
+            return self._begun[model], self._ended[model]
+
+    def begin(self, model: str) -> None:
+        counter = self._begun.get(model)
+        next(counter if counter is not None else self._counters(model)[0])
 
     def end(self, model: str) -> None:
-        with self._lock:
-            left = self._in_flight.get(model, 0) - 1
-            if left > 0:
-                self._in_flight[model] = left
-            else:
-                self._in_flight.pop(model, None)
+        next(self._ended[model])  # begin() made it
 
     def in_flight(self) -> dict[str, int]:
         with self._lock:
-            return dict(self._in_flight)
+            counters = [(m, self._begun[m], self._ended[m]) for m in self._begun]
+        # A count's repr shows its next value; read ended first so a request ending in between
+        # is not counted twice.
+        flying = {}
+        for model, begun, ended in counters:
+            done = _peek(ended)
+            started = _peek(begun)
+            if started > done:
+                flying[model] = started - done
+        return flying
 
     def emit(self, record: RequestRecord) -> None:
         for observer in self._observers:
@@ -102,6 +119,11 @@ class RequestObservers:
                 observer.observe(record)
             except Exception:  # an observer never fails a request
                 log.exception("Request observer %r failed", observer)
+
+
+def _peek(counter: itertools.count[int]) -> int:
+    """The value ``next(counter)`` would return, without taking it."""
+    return int(repr(counter)[6:-1])
 
 
 # Process-wide, as the metrics are: both transports emit here; the server subscribes.

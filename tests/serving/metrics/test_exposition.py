@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from serving.metrics.catalog import ServingMetrics
 from serving.metrics.endpoint import read_monitoring_config, version_state_samples
 from serving.metrics.exposition import escape_value, label_name, metric_name, render
 from serving.metrics.request_metrics import RequestMetrics, counted
-from serving.metrics.requests import GRPC, REST, RequestRecord, drop_reason
+from serving.metrics.requests import GRPC, REST, RequestObservers, RequestRecord, drop_reason
 from serving.metrics.store import Counter, Histogram
 
 
@@ -150,3 +151,33 @@ def test_monitoring_config(tmp_path: Path) -> None:
     assert read_monitoring_config(path).path == "/m"
     path.write_text('prometheus_config { enable: false path: "/m" }\n')
     assert read_monitoring_config(path).path == ""
+
+
+def test_requests_in_flight_per_model() -> None:
+    observers = RequestObservers()
+    assert observers.in_flight() == {}
+    for _ in range(3):
+        observers.begin("a")
+    observers.begin("b")
+    observers.end("a")
+    observers.end("b")
+    assert observers.in_flight() == {"a": 2}
+    observers.end("a")
+    observers.end("a")
+    assert observers.in_flight() == {}
+
+
+def test_requests_in_flight_from_many_threads() -> None:
+    observers = RequestObservers()
+
+    def traffic() -> None:
+        for _ in range(2000):
+            observers.begin("m")
+            observers.end("m")
+
+    threads = [threading.Thread(target=traffic) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert observers.in_flight() == {}
