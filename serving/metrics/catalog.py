@@ -37,6 +37,9 @@ class ServingMetrics:
         self.model_warmup_latency = Histogram(
             f"{SERVING}/model_warmup_latency", ("model_path", "status"), buckets.LATENCY_US
         )
+        self.model_warmup_records_read = Counter(
+            f"{SERVING}/model_warmup_records_read", ("model_path", "status")
+        )
         batching = f"{SERVING}/batching_session"
         self.queuing_latency = Histogram(
             f"{batching}/queuing_latency", ("thread_pool_name",), buckets.QUEUING_LATENCY_US
@@ -62,7 +65,7 @@ class ServingMetrics:
         return [
             self.request_count, self.request_latency, self.runtime_latency,
             self.request_example_counts, self.request_example_count_total,
-            self.model_warmup_latency, self.queuing_latency, self.wrapped_run_count,
+            self.model_warmup_latency, self.model_warmup_records_read, self.queuing_latency, self.wrapped_run_count,
             self.input_batch_size, self.processed_batch_size, self.padding_size,
             self.load_attempt_count, self.load_latency,
         ]

@@ -1,7 +1,8 @@
 """Loads and warmups into TensorFlow's metrics: ``load_attempt_count{model_path,status}``
 (``success``/``fail``), ``load_latency{model_path}`` (a counter of microseconds, successful
 loads only, as TensorFlow's SavedModel loader keeps it), ``model_warmup_latency{model_path,
-status}``, and our ``graphserve_load_failures{model_path}``."""
+status}`` and ``model_warmup_records_read{model_path,status}`` (of warmups that finished), and
+our ``graphserve_load_failures{model_path}``."""
 
 from __future__ import annotations
 
@@ -30,12 +31,17 @@ def timed_load(path: Path, load: Callable[[], T], metrics: ServingMetrics = METR
     return result
 
 
-def timed_warmup(path: Path, warmup: Callable[[], T], metrics: ServingMetrics = METRICS) -> T:
-    """``warmup()``, its latency recorded with its outcome (``OK`` or the error's code)."""
+def timed_warmup(
+    path: Path, warmup: Callable[[], int], metrics: ServingMetrics = METRICS
+) -> int:
+    """``warmup()`` (which returns the records it read), its latency recorded with its outcome
+    (``OK`` or the error's code)."""
     start = time.perf_counter()
     status = "OK"
     try:
-        return warmup()
+        records = warmup()
+        metrics.model_warmup_records_read.add((str(path), status), records)
+        return records
     except BaseException as err:
         code = getattr(err, "code", None)
         status = getattr(code, "name", "UNKNOWN")

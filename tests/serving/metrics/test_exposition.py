@@ -16,6 +16,7 @@ from serving.metrics.access_log import access_line
 from serving.metrics.catalog import ServingMetrics
 from serving.metrics.endpoint import read_monitoring_config, version_state_samples
 from serving.metrics.exposition import escape_value, label_name, metric_name, render
+from serving.metrics.load_metrics import timed_warmup
 from serving.metrics.request_metrics import RequestMetrics, counted
 from serving.metrics.requests import GRPC, REST, RequestObservers, RequestRecord, drop_reason
 from serving.metrics.store import Counter, Histogram
@@ -181,3 +182,20 @@ def test_requests_in_flight_from_many_threads() -> None:
     for thread in threads:
         thread.join()
     assert observers.in_flight() == {}
+
+
+def test_warmups_are_timed_and_their_records_counted() -> None:
+    metrics = ServingMetrics()
+    path = Path("/models/m/1")
+    assert timed_warmup(path, lambda: 6, metrics) == 6
+
+    def failing() -> int:
+        raise CancelledError("stopped")
+
+    with pytest.raises(CancelledError):
+        timed_warmup(path, failing, metrics)
+    assert metrics.model_warmup_records_read.values() == {(str(path), "OK"): 6}
+    latencies = metrics.model_warmup_latency.values()
+    assert {labels: v.count for labels, v in latencies.items()} == {
+        (str(path), "OK"): 1, (str(path), "CANCELLED"): 1
+    }
