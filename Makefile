@@ -78,3 +78,21 @@ bench-serving: $(VENV)/.installed $(TF_VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+
+# The container image (Dockerfile): tensorflow/serving's environment, ports and command line.
+# BASE_IMAGE: any Debian bookworm image with Python 3.11 (deploy/image/offline_base.sh makes one
+# without a registry); DOCKER_BUILD_FLAGS, e.g. --network=host where the build's pip needs it.
+IMAGE ?= graphserve:latest
+BASE_IMAGE ?= python:3.11-slim-bookworm
+DOCKER ?= docker
+DOCKER_BUILD_FLAGS ?=
+
+.PHONY: image test-image
+
+image:
+	$(DOCKER) build $(DOCKER_BUILD_FLAGS) --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
+
+# Builds the image, then serves saved_models/half_plus_two from it: REST and gRPC predicts,
+# HEALTHCHECK, uid 1000, exit status 0 after `docker stop` (deploy/image/test_image.sh).
+test-image: image $(VENV)/.installed
+	DOCKER=$(DOCKER) PYTHON=$(PY) deploy/image/test_image.sh $(IMAGE)

@@ -1,0 +1,44 @@
+# graphserve as a drop-in for the tensorflow/serving image: the same environment variables,
+# ports and command line. Build with `make image`; BASE_IMAGE may name any Debian bookworm image
+# with Python 3.11 and its venv module (python3 -m venv).
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+
+# -- build: a virtual environment holding graphserve and its dependencies ---------------------
+FROM ${BASE_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
+RUN python3 -m venv /opt/graphserve
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY protos ./protos
+COPY runtime ./runtime
+COPY serving ./serving
+RUN /opt/graphserve/bin/pip install . \
+ && /opt/graphserve/bin/python -m pip uninstall --yes pip setuptools
+COPY deploy/image/entrypoint.sh /opt/graphserve/bin/graphserve_entrypoint.sh
+RUN chmod 0755 /opt/graphserve/bin/graphserve_entrypoint.sh
+
+# -- runtime: the base image, the virtual environment and a non-root user ---------------------
+FROM ${BASE_IMAGE}
+RUN groupadd --gid 1000 graphserve \
+ && useradd --uid 1000 --gid 1000 --create-home --shell /usr/sbin/nologin graphserve
+COPY --from=build /opt/graphserve /opt/graphserve
+
+# As tensorflow/serving: the model served is ${MODEL_BASE_PATH}/${MODEL_NAME}.
+ENV MODEL_NAME=model \
+    MODEL_BASE_PATH=/models \
+    PATH=/opt/graphserve/bin:$PATH \
+    PYTHONUNBUFFERED=1
+RUN mkdir -p ${MODEL_BASE_PATH}
+
+USER 1000:1000
+WORKDIR /home/graphserve
+# gRPC, REST.
+EXPOSE 8500 8501
+
+# Ready once every configured model has a version AVAILABLE (503 before, and while draining).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/readyz', timeout=4)"]
+
+# The script execs graphserve, so graphserve is PID 1 and receives `docker stop`'s SIGTERM:
+# it drains and exits 0. Arguments given to `docker run IMAGE ...` are appended to its flags.
+ENTRYPOINT ["/opt/graphserve/bin/graphserve_entrypoint.sh"]
