@@ -215,11 +215,11 @@ def _stop(
     options: ServerOptions,
 ) -> None:
     """The drain (see the module doc); a second signal ends the process meanwhile."""
-    if watcher is not None:
-        watcher.close()
-    core.begin_shutdown()
+    core.begin_shutdown()  # first: readiness turns false before anything else can wait
     if grpc_server is not None:
         grpc_server.refresh_health()
+    if watcher is not None:
+        watcher.close()
     if options.drain_delay_seconds > 0 and (grpc_server is not None or rest is not None):
         log.info("Not ready; still accepting for %gs", options.drain_delay_seconds)
         time.sleep(options.drain_delay_seconds)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from runtime.errors import FailedPreconditionError, InvalidArgumentError
+from runtime.errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
 from serving.batching.params import BatchingParams, read_batching_parameters
 from serving.batching.scheduler import SharedBatchScheduler
 from serving.batching.session import BatchingServable
@@ -205,8 +205,11 @@ class ServerCore:
 
     def reload_config(self, configs: Sequence[ModelConfig]) -> None:
         """Apply a model list: it replaces the previous one (models absent are unloaded).
-        Raises FailedPreconditionError, changing nothing, when a label is not allowed."""
+        Raises FailedPreconditionError, changing nothing, when a label is not allowed, and
+        UnavailableError once shutdown has begun."""
         with self._reload_lock:
+            if self._stopping.is_set():
+                raise UnavailableError("The server is shutting down; the model config is kept")
             labels = {c.name: self._checked_labels(c) for c in configs}
             removed = [name for name in self._configs if name not in labels]
             self._configs = {c.name: c for c in configs}

@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from runtime.errors import Code, FailedPreconditionError, InvalidArgumentError, NotFoundError
+from runtime.errors import (
+    Code,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnavailableError,
+)
 from serving.config import AllVersions, ModelConfig
 from serving.core.server_core import CoreOptions, ServerCore
 from serving.servable import ManagerState, ServableId, ServableRequest
@@ -171,3 +177,19 @@ def test_a_tflite_only_version_fails_at_once_and_the_rest_keeps_serving(
         assert serving.id == ServableId("m", 1) and serving.error is None
         assert predict_y(core, ServableRequest("m")) == 2.5
         assert predict_y(core, ServableRequest("other")) == 3.5
+
+
+def test_shutdown_begins_with_readiness_off_and_the_versions_serving(
+    core: ServerCore, tmp_path: Path
+) -> None:
+    base = versions_dir(tmp_path, "m", {"1": HALF_PLUS_TWO_V})
+    core.reload_config([ModelConfig("m", base)])
+    assert core.wait_until_ready(WAIT_S) and not core.draining()
+    core.begin_shutdown()
+    assert core.draining()
+    # Requests in flight during the drain are still answered by the loaded version.
+    assert predict_y(core, ServableRequest("m")) == 2.5
+    # No reload can start loads once the drain has begun.
+    with pytest.raises(UnavailableError, match="^The server is shutting down"):
+        core.reload_config([])
+    assert predict_y(core, ServableRequest("m")) == 2.5
