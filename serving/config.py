@@ -48,6 +48,25 @@ class ModelConfig:
     base_path: Path
     version_policy: VersionPolicy = LatestVersions()
     version_labels: Mapping[str, int] = field(default_factory=dict)
+    # A base path on object storage (s3://, gs://, az://) as given; the server mirrors it into
+    # a local directory and sets ``base_path`` to that (serving.core.remote_mirror).
+    remote: str = ""
+
+
+def _model_config(
+    name: str,
+    base_path: str,
+    base_dir: Path,
+    version_policy: VersionPolicy = LatestVersions(),
+    version_labels: Mapping[str, int] | None = None,
+) -> ModelConfig:
+    """A local base path resolves against ``base_dir``; an object-storage URL is kept as is."""
+    from serving.object_storage import scheme_of
+
+    labels = dict(version_labels or {})
+    if scheme_of(base_path) is not None:
+        return ModelConfig(name, Path(), version_policy, labels, remote=base_path)
+    return ModelConfig(name, (base_dir / base_path).absolute(), version_policy, labels)
 
 
 @dataclass(frozen=True)
@@ -195,9 +214,10 @@ def models_from_proto(proto: ModelServerConfig, base_dir: Path) -> list[ModelCon
         if not config.base_path:
             raise InvalidArgumentError(f"Model {config.name} has no base_path")
         models.append(
-            ModelConfig(
-                name=config.name,
-                base_path=(base_dir / config.base_path).absolute(),
+            _model_config(
+                config.name,
+                config.base_path,
+                base_dir,
                 version_policy=_policy(config),
                 version_labels=dict(config.version_labels),
             )
@@ -223,4 +243,4 @@ def model_configs(options: ServerOptions, cwd: Path | None = None) -> list[Model
         raise InvalidArgumentError(
             "Both server_options.model_base_path and server_options.model_config_file are empty!"
         )
-    return [ModelConfig(options.model_name, (base_dir / options.model_base_path).absolute())]
+    return [_model_config(options.model_name, options.model_base_path, base_dir)]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from serving.core.fs_source import FileSystemSource
 from serving.core.lifecycle_log import LifecycleLog
 from serving.core.manager import AspiredVersionsManager, VersionLoader
 from serving.core.model_format import should_retry_load, tflite_passed_over, unservable_model
+from serving.core.remote_mirror import RemoteMirrors
 from serving.core.settle import TFLITE_MODEL_FILE
 from serving.core.state_monitor import ServableStateMonitor
 from serving.servable import (
@@ -66,6 +69,8 @@ class CoreOptions:
     per_model_batching: bool = False
     # --prefer_tflite_model: only changes the error a TFLite-only version fails with.
     prefer_tflite_model: bool = False
+    # Where versions on object storage are downloaded to ("" : a new temporary directory).
+    model_cache_dir: str = ""
 
     @classmethod
     def from_server_options(cls, options: ServerOptions) -> CoreOptions:
@@ -197,6 +202,16 @@ class ServerCore:
             use_watchdog=options.file_system_watch,
             on_unservable=self.manager.report_unservable,
         )
+        # Versions on object storage are downloaded here; a temporary directory of ours unless
+        # one is given, removed at close.
+        self._own_cache = (
+            None if options.model_cache_dir else Path(tempfile.mkdtemp(prefix="graphserve-models-"))
+        )
+        self.mirrors = RemoteMirrors(
+            self._own_cache or Path(options.model_cache_dir),
+            options.file_system_poll_wait_seconds,
+            on_unservable=self.manager.report_unservable,
+        )
         self._reload_lock = threading.Lock()
         self._configs: dict[str, ModelConfig] = {}
         self._started = False
@@ -217,7 +232,7 @@ class ServerCore:
                 self.manager.set_version_labels(name, {})
             for name, model_labels in labels.items():
                 self.manager.set_version_labels(name, model_labels)
-            self.source.set_models(list(configs))
+            self.source.set_models(self.mirrors.localize(configs))
             if not self._started:
                 self.source.start()
                 self._started = True
@@ -281,6 +296,9 @@ class ServerCore:
         self._stopping.set()
         self.source.close()
         self.manager.close()
+        self.mirrors.close()  # after the unloads: removes the downloaded copies
+        if self._own_cache is not None:
+            shutil.rmtree(self._own_cache, ignore_errors=True)
         if self.batch_scheduler is not None:
             self.batch_scheduler.close()
 
