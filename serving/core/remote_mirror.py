@@ -39,20 +39,13 @@ log = logging.getLogger("graphserve")
 Listing = frozenset[tuple[str, int, str]]  # (relative path, size, ETag or mtime)
 
 
-def wanted_versions(
-    policy: VersionPolicy,
-    complete: dict[int, Listing],
-) -> list[int]:
-    """The versions to keep locally: what the policy wants of the whole, settled ones."""
-    return aspired_versions(policy, complete)
-
-
 def candidates(policy: VersionPolicy, versions: Sequence[int]) -> list[int]:
     """Versions worth listing, highest first: the policy's (specific ones only), all of them
     otherwise (a newer one may be incomplete, so ``latest`` may need an older one)."""
     ordered = sorted(versions, reverse=True)
     if isinstance(policy, SpecificVersions):
-        return [v for v in ordered if v in set(policy.versions)]
+        listed = set(policy.versions)
+        return [v for v in ordered if v in listed]
     return ordered
 
 
@@ -64,6 +57,7 @@ class RemoteModel:
     local: Path
     seen: dict[int, Listing]  # each version's object list at the last poll
     copied: dict[int, Listing]  # what each local copy was downloaded from
+    missing: bool = False  # the base path was not found (logged once until it is back)
 
 
 class RemoteMirrors:
@@ -150,22 +144,27 @@ class RemoteMirrors:
             log.error("%s", err.message)
             return
         except FileNotFoundError:
-            log.warning("No versions of servable %s found under base path %s",
-                        model.config.name, url)
-            children = []
+            # On an object store an empty prefix does not exist either: as for a missing local
+            # base path, what is serving keeps serving until versions appear again.
+            if not model.missing:
+                log.warning("Could not find base path %s for servable %s; will retry", url,
+                            model.config.name)
+            model.missing = True
+            return
         except Exception as err:  # noqa: BLE001 - any client error: keep what is there
             log.error("Could not list %s for servable %s: %s", url, model.config.name,
                       redact(f"{type(err).__name__}: {err}"))
             return
+        model.missing = False
         versions: dict[int, str] = {}
         for child in children:
             version = parse_version(str(child).rstrip("/").rsplit("/", 1)[-1])
             if version is not None:
                 versions[version] = str(child).rstrip("/")
         complete: dict[int, Listing] = {}
-        limit = model.config.version_policy
-        enough = max(limit.num_versions, 1) if isinstance(limit, LatestVersions) else None
-        for version in candidates(model.config.version_policy, list(versions)):
+        policy = model.config.version_policy
+        enough = max(policy.num_versions, 1) if isinstance(policy, LatestVersions) else None
+        for version in candidates(policy, list(versions)):
             if enough is not None and len(complete) >= enough:
                 break
             listing = _listing(fs, versions[version])
@@ -178,7 +177,7 @@ class RemoteMirrors:
                 complete[version] = model.copied[version]  # keep serving the copy meanwhile
         for version in [v for v in model.seen if v not in versions]:
             del model.seen[version]
-        wanted = set(wanted_versions(model.config.version_policy, complete))
+        wanted = set(aspired_versions(policy, complete))
         for version in sorted(wanted):
             if model.copied.get(version) != complete[version]:
                 self._download(model, fs, version, versions[version], complete[version])

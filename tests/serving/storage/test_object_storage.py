@@ -148,3 +148,24 @@ def test_an_unreachable_store_keeps_what_serves(
         assert "Could not list s3://models/m for servable m" in caplog.text
         assert _answer(core) == 2.5
     assert SECRET not in caplog.text
+
+
+def test_an_emptied_base_path_keeps_what_serves(
+    s3: object, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _upload(s3, "models", "m/1", HALF_PLUS_TWO_V)
+    options = CoreOptions(file_system_poll_wait_seconds=-1, file_system_settle_seconds=0,
+                          max_num_load_retries=0, model_cache_dir=str(tmp_path / "cache"))
+    with ServerCore(options) as core:
+        core.reload_config([ModelConfig("m", Path(), remote="s3://models/m")])
+        _step(core)
+        assert core.wait_until_ready(WAIT_S)
+        listed = s3.list_objects_v2(Bucket="models", Prefix="m/")["Contents"]  # type: ignore[attr-defined]
+        for key in [o["Key"] for o in listed]:
+            s3.delete_object(Bucket="models", Key=key)  # type: ignore[attr-defined]
+        _step(core)
+        _step(core)
+        # An empty prefix does not exist on an object store: as a missing base path, it keeps
+        # what serves, and says so once.
+        assert caplog.text.count("Could not find base path s3://models/m") == 1
+        assert _answer(core) == 2.5
