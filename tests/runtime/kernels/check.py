@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +137,21 @@ def check_rejection(
     code = recording.get(f"{case.name}/code")
     if code is not None:
         assert int(info.value.code) == int(code), f"{info.value.code!r} != {int(code)}"
+
+
+def run_bounded(script: str, what: str, timeout_s: float = 120.0) -> str:
+    """The stdout of ``script`` run in a child Python from the repository root. A child, since
+    a backtracking regex holds the GIL: only a process boundary bounds the wait; ``what``
+    names what failed to finish."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=Path(__file__).resolve().parents[3],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=True,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what} did not finish")
+    return done.stdout

@@ -5,21 +5,17 @@ cases_string_ops.py; here the inputs are long enough that backtracking would nev
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from runtime.kernels.registry import instantiate
 from runtime.kernels.string_regex import compile_re2, global_replace, parse_rewrite, rune_length
+from tests.runtime.kernels.check import run_bounded
 
-REPO = Path(__file__).resolve().parents[3]
-
-# Run in a child process: a backtracking engine holds the GIL, so only a process boundary can
-# bound the wait. The bound is generous; RE2 answers in milliseconds.
+# Run in a child process (run_bounded): a backtracking engine holds the GIL, so only a process
+# boundary can bound the wait. The bound is generous; RE2 answers in milliseconds.
 PATHOLOGICAL = textwrap.dedent(
     """
     import json
@@ -54,18 +50,8 @@ PATHOLOGICAL = textwrap.dedent(
 
 
 def test_pathological_patterns_finish_with_tensorflows_answers() -> None:
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", PATHOLOGICAL],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("a pathological pattern did not finish: the regex engine backtracks")
-    result = json.loads(done.stdout)
+    out = run_bounded(PATHOLOGICAL, "a pathological pattern (the regex engine backtracks)")
+    result = json.loads(out)
     assert result["static"] == [False, False, True]
     assert result["dynamic"] == [False, False, False]
     # (a|aa)+$ matches the a's at the end only: none before "!", all 5000 of the last string.

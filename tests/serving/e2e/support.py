@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import shutil
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Self
 
 import httpx
 import pytest
@@ -82,3 +85,59 @@ def serve_models(
     )
     config.write_text(f"model_config_list {{\n{entries}}}\n")
     return ServerProcess([f"--model_config_file={config}"], list(models))
+
+
+class Traffic:
+    """Clients predicting ``{"instances": [[1.0]]}`` on ``model`` in a loop until stopped,
+    counting answers by value; an answer not in ``accepted``, a status other than 200 or a
+    transport error is a failure."""
+
+    def __init__(
+        self, base_url: str, model: str, accepted: set[float], clients: int = 2
+    ) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.accepted = accepted
+        self.answers: Counter[float] = Counter()
+        self.failures: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run) for _ in range(clients)]
+
+    def _run(self) -> None:
+        with httpx.Client(base_url=self.base_url, timeout=60) as client:
+            while not self._stop.is_set():
+                value: float | None = None
+                try:
+                    response = client.post(
+                        f"/v1/models/{self.model}:predict", json={"instances": [[1.0]]}
+                    )
+                    status, body = response.status_code, response.json()
+                    if status == 200:
+                        value = body["predictions"][0][0]
+                except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
+                    status, body = -1, repr(err)
+                with self._lock:
+                    if value in self.accepted:
+                        self.answers[value] += 1
+                    else:
+                        self.failures.append(f"{status}: {body}")
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.answers.values()) + len(self.failures)
+
+    def flowing(self, more: int = 20) -> None:
+        """Wait until ``more`` further requests have been answered (or failed)."""
+        seen = self.total()
+        wait_until(lambda: self.total() >= seen + more, f"{more} more requests on {self.model}")
+
+    def __enter__(self) -> Self:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()

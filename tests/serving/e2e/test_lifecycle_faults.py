@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import grpc
 import httpx
@@ -33,6 +31,7 @@ from protos.tensorflow_serving.apis import (
 from tests.serving.e2e.support import (
     HALF_PLUS_THREE_V,
     HALF_PLUS_TWO_V,
+    Traffic,
     copy_atomically,
     serve_models,
     state_is,
@@ -44,7 +43,6 @@ from tests.serving.rest.server_process import ServerProcess
 X = 1.0
 TWO = 2.5  # half_plus_two at X
 THREE = 3.5  # half_plus_three at X
-CLIENTS = 2
 STATE_NAMES = get_model_status_pb2.ModelVersionStatus.State.Name
 CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
 
@@ -56,56 +54,6 @@ def predict(client: httpx.Client, model: str) -> tuple[int, Any]:
 
 def answers(client: httpx.Client, model: str, value: float) -> bool:
     return predict(client, model) == (200, {"predictions": [[value]]})
-
-
-class Traffic:
-    """Clients predicting on ``model`` in a loop until stopped; an answer not in ``accepted``,
-    a status other than 200 or a transport error is a failure."""
-
-    def __init__(self, base_url: str, model: str, accepted: set[float]) -> None:
-        self.base_url = base_url
-        self.model = model
-        self.accepted = accepted
-        self.answers: Counter[float] = Counter()
-        self.failures: list[str] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run) for _ in range(CLIENTS)]
-
-    def _run(self) -> None:
-        with httpx.Client(base_url=self.base_url, timeout=60) as client:
-            while not self._stop.is_set():
-                value: float | None = None
-                try:
-                    status, body = predict(client, self.model)
-                    if status == 200:
-                        value = body["predictions"][0][0]
-                except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
-                    status, body = -1, repr(err)
-                with self._lock:
-                    if value in self.accepted:
-                        self.answers[value] += 1
-                    else:
-                        self.failures.append(f"{status}: {body}")
-
-    def total(self) -> int:
-        with self._lock:
-            return sum(self.answers.values()) + len(self.failures)
-
-    def flowing(self, more: int = 20) -> None:
-        """Wait until ``more`` further requests have been answered (or failed)."""
-        seen = self.total()
-        wait_until(lambda: self.total() >= seen + more, f"{more} more requests on {self.model}")
-
-    def __enter__(self) -> Self:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join()
 
 
 def write_config(path: Path, models: dict[str, Path]) -> None:

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Self
 
 import grpc
 import httpx
@@ -46,6 +47,14 @@ class Daemon:
             return False
         return True
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:  # a failed assertion left it running
+            self.process.kill()
+            self.process.communicate()
+
     def finish(self, timeout: float = WAIT_S) -> tuple[int, str]:
         try:
             out, _ = self.process.communicate(timeout=timeout)
@@ -68,8 +77,7 @@ def _hung_model(root: Path) -> Path:
 def test_ports_open_once_the_models_are_in(tmp_path: Path) -> None:
     base = tmp_path / "m"
     base.mkdir()
-    daemon = Daemon(["--model_name=m", f"--model_base_path={base}"])
-    try:
+    with Daemon(["--model_name=m", f"--model_base_path={base}"]) as daemon:
         # An empty base path: TensorFlow Serving waits for a version, ports closed.
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:
@@ -86,18 +94,15 @@ def test_ports_open_once_the_models_are_in(tmp_path: Path) -> None:
         daemon.process.send_signal(signal.SIGTERM)
         code, out = daemon.finish()
         assert code == 0, out
-    finally:
-        if daemon.process.poll() is None:
-            daemon.process.kill()
 
 
 def test_a_failed_initial_load_ends_the_process(tmp_path: Path) -> None:
     version = tmp_path / "m" / "1"
     version.mkdir(parents=True)
     (version / "saved_model.pb").write_bytes(b"not a SavedModel")
-    daemon = Daemon(["--model_name=m", f"--model_base_path={tmp_path / 'm'}",
-                     "--max_num_load_retries=0"])
-    code, out = daemon.finish()
+    with Daemon(["--model_name=m", f"--model_base_path={tmp_path / 'm'}",
+                 "--max_num_load_retries=0"]) as daemon:
+        code, out = daemon.finish()
     assert code == 255, out
     lines = [line for line in out.splitlines() if line.startswith("Failed to start server.")]
     assert len(lines) == 1, out
@@ -109,32 +114,24 @@ def test_a_failed_initial_load_ends_the_process(tmp_path: Path) -> None:
 
 
 def test_a_stop_during_the_initial_load_exits_at_once(tmp_path: Path) -> None:
-    daemon = Daemon(["--model_name=m", f"--model_base_path={_hung_model(tmp_path)}"])
-    try:
+    with Daemon(["--model_name=m", f"--model_base_path={_hung_model(tmp_path)}"]) as daemon:
         time.sleep(1.0)  # the load has begun (and hangs); the ports stay closed
         assert not daemon.answers()
         daemon.process.send_signal(signal.SIGTERM)
         code, out = daemon.finish()
         assert code == 0, out
         assert "Abandoning loads still running" in out
-    finally:
-        if daemon.process.poll() is None:
-            daemon.process.kill()
 
 
 def test_ports_at_once_with_the_flag(tmp_path: Path) -> None:
-    daemon = Daemon(["--model_name=m", f"--model_base_path={_hung_model(tmp_path)}",
-                     "--wait_for_initial_models=false"])
-    try:
+    with Daemon(["--model_name=m", f"--model_base_path={_hung_model(tmp_path)}",
+                 "--wait_for_initial_models=false"]) as daemon:
         wait_until(daemon.answers, "the ports to open", WAIT_S)
         ready = httpx.get(f"http://127.0.0.1:{daemon.rest_port}/readyz", timeout=5)
         assert ready.status_code == 503 and ready.json()["models_not_ready"] == ["m"]
         daemon.process.send_signal(signal.SIGTERM)
         code, out = daemon.finish()
         assert code == 0, out
-    finally:
-        if daemon.process.poll() is None:
-            daemon.process.kill()
 
 
 # --- the drain ------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ whole once settled, and their local copies follow the policy."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import boto3
@@ -74,6 +75,18 @@ def _answer(core: ServerCore) -> float:
     return float(outputs["y"][0][0])
 
 
+@contextmanager
+def _serving(tmp_path: Path, url: str = "s3://models/m") -> Iterator[ServerCore]:
+    """A core serving model ``m`` from ``url`` (polls stepped by hand), after one step: a
+    version already whole in the store has been seen twice unchanged, so it is downloaded."""
+    options = CoreOptions(file_system_poll_wait_seconds=-1, file_system_settle_seconds=0,
+                          max_num_load_retries=0, model_cache_dir=str(tmp_path / "cache"))
+    with ServerCore(options) as core:
+        core.reload_config([ModelConfig("m", Path(), remote=url)])
+        _step(core)
+        yield core
+
+
 def _step(core: ServerCore) -> None:
     """One poll of the store, then one scan of the local mirror."""
     core.mirrors.sync()
@@ -100,11 +113,8 @@ def test_versions_on_s3_are_downloaded_whole_and_follow_the_policy(
     s3: object, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     _upload(s3, "models", "m/1", HALF_PLUS_TWO_V)
-    options = CoreOptions(file_system_poll_wait_seconds=-1, file_system_settle_seconds=0,
-                          max_num_load_retries=0, model_cache_dir=str(tmp_path / "cache"))
-    with ServerCore(options) as core:
-        core.reload_config([ModelConfig("m", Path(), remote="s3://models/m")])
-        _step(core)  # seen twice unchanged: downloaded
+    # Listed at the reload and again at the first step, unchanged: downloaded.
+    with _serving(tmp_path) as core:
         assert core.wait_until_ready(WAIT_S)
         assert _answer(core) == 2.5
         # Version 2 arrives object by object; saved_model.pb, which makes it whole, comes last.
@@ -137,11 +147,7 @@ def test_an_unreachable_store_keeps_what_serves(
     s3: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     _upload(s3, "models", "m/1", HALF_PLUS_TWO_V)
-    options = CoreOptions(file_system_poll_wait_seconds=-1, file_system_settle_seconds=0,
-                          max_num_load_retries=0, model_cache_dir=str(tmp_path / "cache"))
-    with ServerCore(options) as core:
-        core.reload_config([ModelConfig("m", Path(), remote="s3://models/m")])
-        _step(core)
+    with _serving(tmp_path) as core:
         assert core.wait_until_ready(WAIT_S)
         monkeypatch.setenv("S3_ENDPOINT", f"127.0.0.1:{free_port()}")  # nothing listens there
         _step(core)
@@ -154,11 +160,7 @@ def test_an_emptied_base_path_keeps_what_serves(
     s3: object, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     _upload(s3, "models", "m/1", HALF_PLUS_TWO_V)
-    options = CoreOptions(file_system_poll_wait_seconds=-1, file_system_settle_seconds=0,
-                          max_num_load_retries=0, model_cache_dir=str(tmp_path / "cache"))
-    with ServerCore(options) as core:
-        core.reload_config([ModelConfig("m", Path(), remote="s3://models/m")])
-        _step(core)
+    with _serving(tmp_path) as core:
         assert core.wait_until_ready(WAIT_S)
         listed = s3.list_objects_v2(Bucket="models", Prefix="m/")["Contents"]  # type: ignore[attr-defined]
         for key in [o["Key"] for o in listed]:
