@@ -2,9 +2,13 @@
 # ports and command line. Build with `make image`; BASE_IMAGE may name any Debian bookworm image
 # with Python 3.11 and its venv module (python3 -m venv).
 ARG BASE_IMAGE=python:3.11-slim-bookworm
+# The object-storage clients installed (model base paths on s3://, gs://), as tensorflow/serving
+# reads them out of the box; EXTRAS= builds an image for local model directories only.
+ARG EXTRAS=s3,gcs
 
 # -- build: a virtual environment holding graphserve and its dependencies ---------------------
 FROM ${BASE_IMAGE} AS build
+ARG EXTRAS
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 RUN python3 -m venv /opt/graphserve
 WORKDIR /src
@@ -12,9 +16,10 @@ COPY pyproject.toml README.md ./
 COPY protos ./protos
 COPY runtime ./runtime
 COPY serving ./serving
-RUN /opt/graphserve/bin/pip install . \
+RUN /opt/graphserve/bin/pip install ".${EXTRAS:+[$EXTRAS]}" \
  && /opt/graphserve/bin/python -m pip uninstall --yes pip setuptools
 COPY deploy/image/entrypoint.sh /opt/graphserve/bin/graphserve_entrypoint.sh
+COPY deploy/image/healthcheck.py /opt/graphserve/bin/graphserve_healthcheck.py
 RUN chmod 0755 /opt/graphserve/bin/graphserve_entrypoint.sh
 
 # -- runtime: the base image, the virtual environment and a non-root user ---------------------
@@ -37,7 +42,7 @@ EXPOSE 8500 8501
 
 # Ready once every configured model has a version AVAILABLE (503 before, and while draining).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/readyz', timeout=4)"]
+    CMD ["python3", "/opt/graphserve/bin/graphserve_healthcheck.py"]
 
 # The script execs graphserve, so graphserve is PID 1 and receives `docker stop`'s SIGTERM:
 # it drains and exits 0. Arguments given to `docker run IMAGE ...` are appended to its flags.

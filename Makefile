@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 TF_VENV := .venv-tf
+TRITON_VENV := .venv-triton
 PY := $(VENV)/bin/python
 TF_PY := $(TF_VENV)/bin/python
 
@@ -22,12 +23,19 @@ $(TF_VENV)/.installed: fixtures/requirements.txt
 	$(TF_VENV)/bin/pip install --quiet --no-deps tensorflow-serving-api==2.21.0
 	touch $@
 
+# Triton's client (tritonclient), for the v2 protocol tests; its protobuf pin needs its own
+# environment.
+$(TRITON_VENV)/.installed: tests/serving/v2/requirements-triton.txt
+	$(PYTHON) -m venv $(TRITON_VENV)
+	$(TRITON_VENV)/bin/pip install --quiet -r tests/serving/v2/requirements-triton.txt
+	touch $@
+
 serve: $(VENV)/.installed
 	$(VENV)/bin/graphserve --port=8500 --rest_api_port=8501 --model_config_file=config/models.config
 
 # Lint and type checks first (as `make lint`); the suite compares against TensorFlow in its own
 # environment, so it builds both.
-test: lint $(TF_VENV)/.installed
+test: lint $(TF_VENV)/.installed $(TRITON_VENV)/.installed
 	$(PY) -m pytest
 
 protos: $(VENV)/.installed
@@ -84,13 +92,15 @@ lint: $(VENV)/.installed
 # without a registry); DOCKER_BUILD_FLAGS, e.g. --network=host where the build's pip needs it.
 IMAGE ?= graphserve:latest
 BASE_IMAGE ?= python:3.11-slim-bookworm
+EXTRAS ?= s3,gcs
 DOCKER ?= docker
 DOCKER_BUILD_FLAGS ?=
 
 .PHONY: image test-image
 
 image:
-	$(DOCKER) build $(DOCKER_BUILD_FLAGS) --build-arg BASE_IMAGE=$(BASE_IMAGE) -t $(IMAGE) .
+	$(DOCKER) build $(DOCKER_BUILD_FLAGS) --build-arg BASE_IMAGE=$(BASE_IMAGE) \
+		--build-arg EXTRAS=$(EXTRAS) -t $(IMAGE) .
 
 # Builds the image, then serves saved_models/half_plus_two from it: REST and gRPC predicts,
 # HEALTHCHECK, uid 1000, exit status 0 after `docker stop` (deploy/image/test_image.sh).

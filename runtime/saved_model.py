@@ -104,20 +104,34 @@ def signatures_of(meta_graph: Any) -> dict[str, Signature]:
 def read_saved_model(export_dir: str | os.PathLike[str]) -> Any:
     """Parse ``saved_model.pb`` (or ``saved_model.pbtxt``) in ``export_dir``."""
     base = Path(export_dir)
-    proto = saved_model_pb2.SavedModel()
     binary, text = base / SAVED_MODEL_PB, base / SAVED_MODEL_PBTXT
+    if binary.is_file():
+        return parse_saved_model(binary.read_bytes(), SAVED_MODEL_PB, base)
+    if text.is_file():
+        return parse_saved_model(text.read_bytes(), SAVED_MODEL_PBTXT, base)
+    raise NotFoundError(
+        f"SavedModel file does not exist at: {base}/{{{SAVED_MODEL_PBTXT}|{SAVED_MODEL_PB}}}"
+    )
+
+
+def parse_saved_model(data: bytes, file_name: str, where: object) -> Any:
+    """Parse the contents of ``file_name`` (``saved_model.pb`` or ``saved_model.pbtxt``)."""
+    proto = saved_model_pb2.SavedModel()
     try:
-        if binary.is_file():
-            proto.ParseFromString(binary.read_bytes())
-        elif text.is_file():
-            text_format.Parse(text.read_text(), proto)
+        if file_name == SAVED_MODEL_PBTXT:
+            text_format.Parse(data.decode(), proto)
         else:
-            raise NotFoundError(
-                f"SavedModel file does not exist at: {base}/{{{SAVED_MODEL_PBTXT}|{SAVED_MODEL_PB}}}"
-            )
-    except (message.DecodeError, text_format.ParseError) as err:
-        raise DataLossError(f"Could not parse SavedModel at {base}: {err}") from err
+            proto.ParseFromString(data)
+    except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as err:
+        raise DataLossError(f"Could not parse SavedModel at {where}: {err}") from err
     return proto
+
+
+def restores_variables(proto: Any) -> bool:
+    """Whether a meta graph restores variables from ``variables/``: a version holding such a
+    SavedModel without ``variables.index`` is still being copied (the loader would skip the
+    restore and serve uninitialized variables, as TensorFlow does)."""
+    return any(mg.saver_def.restore_op_name for mg in proto.meta_graphs)
 
 
 def select_meta_graph(proto: Any, tags: Iterable[str], export_dir: str | os.PathLike[str]) -> Any:
@@ -397,8 +411,10 @@ __all__ = [
     "load_graph",
     "load_saved_model",
     "missing_ops",
+    "parse_saved_model",
     "policy_violations",
     "read_saved_model",
+    "restores_variables",
     "select_meta_graph",
     "signatures_of",
 ]

@@ -81,7 +81,15 @@ def open_filesystem(url: str) -> Any:
     try:
         import fsspec
 
-        return fsspec.filesystem(protocol, **storage_options(scheme, os.environ))
+        options = storage_options(scheme, os.environ)
+        if protocol == "gcs" and "STORAGE_EMULATOR_HOST" in os.environ:
+            # gcsfs's default class first asks the storage-control gRPC API for the bucket's
+            # layout, which emulators do not serve (it retries for minutes); the JSON API alone
+            # is what an emulator has.
+            from gcsfs.core import GCSFileSystem  # type: ignore[import-untyped]
+
+            return GCSFileSystem(**options)
+        return fsspec.filesystem(protocol, **options)
     except ImportError:
         raise UnimplementedError(
             f"Model base path {url} needs the {package} package: pip install graphserve[{extra}]"

@@ -4,14 +4,15 @@ watches.
 Object stores have no events and no directories to rename into place, so each remote base path
 is polled (every ``--file_system_poll_wait_seconds``): its numeric children are versions, as on
 a disk. A version is downloaded only once it is whole (``settle.missing_parts`` on its object
-list) and its object list (names, sizes, ETags) is the same on two polls in a row, so a version
+list, reading ``saved_model.pb`` when no variables are listed yet) and its object list (names, sizes, ETags) is the same on two polls in a row, so a version
 still being uploaded is never loaded; and only the versions the model's policy wants are
 downloaded. A download goes to a staging directory the source ignores and is renamed into
 place whole; a version whose objects change is downloaded again and renamed over the old copy,
 which the manager sees as a directory replaced in place (a swap without a gap). A version the
 policy no longer wants, or that is gone from the store, has its local copy removed, and the
 source unloads it. A failed listing keeps what is there; a failed download is reported for the
-version's status (``on_unservable``), with credentials taken out of the message.
+version's status (``on_unservable``), with credentials taken out of the message, and retried at
+the next poll, while the copy already there (or, for a newer version, the older one) serves.
 
 The local copies live under one cache directory per server, emptied at start.
 """
@@ -23,16 +24,18 @@ import logging
 import shutil
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from runtime.errors import OpError, UnavailableError
+from runtime.saved_model import parse_saved_model, restores_variables
 from serving.config import LatestVersions, ModelConfig, SpecificVersions, VersionPolicy
 from serving.core.aspired import UnservableCallback
-from serving.core.settle import missing_parts
+from serving.core.settle import SAVED_MODEL_FILES, missing_parts
 from serving.object_storage import open_filesystem, redact
-from serving.storage_path import aspired_versions, parse_version
+from serving.storage_path import parse_version
 
 log = logging.getLogger("graphserve")
 
@@ -57,6 +60,8 @@ class RemoteModel:
     local: Path
     seen: dict[int, Listing]  # each version's object list at the last poll
     copied: dict[int, Listing]  # what each local copy was downloaded from
+    # The last failed download of each version: what it was of, and why (logged once).
+    failed: dict[int, tuple[Listing, str]] = field(default_factory=dict)
     missing: bool = False  # the base path was not found (logged once until it is back)
 
 
@@ -123,14 +128,22 @@ class RemoteMirrors:
             except Exception:  # the next poll may succeed
                 log.exception("Polling remote model base paths failed")
 
-    def close(self) -> None:
+    def close(self, wait_s: float = 5.0) -> None:
+        """Stop polling and remove the local copies; a poll stuck on an unreachable store (the
+        clients retry for half a minute) is left behind after ``wait_s``, with its copies,
+        which the next start empties."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join()
-        with self._lock:
+            self._thread.join(wait_s)
+        if not self._lock.acquire(timeout=wait_s):
+            log.warning("Left the model cache as it is: a poll of object storage is still running")
+            return
+        try:
             for model in self._models.values():
                 shutil.rmtree(model.local, ignore_errors=True)
             self._models = {}
+        finally:
+            self._lock.release()
 
     # -- one model --------------------------------------------------------------------------
 
@@ -161,35 +174,45 @@ class RemoteMirrors:
             version = parse_version(str(child).rstrip("/").rsplit("/", 1)[-1])
             if version is not None:
                 versions[version] = str(child).rstrip("/")
-        complete: dict[int, Listing] = {}
+        # Highest first, each version is made local (downloaded if its objects changed) until
+        # the policy has enough; a version that cannot be, or whose download fails, is passed
+        # over, so an older one keeps serving in its place.
         policy = model.config.version_policy
         enough = max(policy.num_versions, 1) if isinstance(policy, LatestVersions) else None
+        wanted: set[int] = set()
         for version in candidates(policy, list(versions)):
-            if enough is not None and len(complete) >= enough:
+            if enough is not None and len(wanted) >= enough:
                 break
-            listing = _listing(fs, versions[version])
-            settled = model.seen.get(version) == listing
-            model.seen[version] = listing
-            whole = missing_parts({rel for rel, _, _ in listing}) is None
-            if (whole and settled) or (version in model.copied and model.copied[version] == listing):
-                complete[version] = listing
-            elif version in model.copied:
-                complete[version] = model.copied[version]  # keep serving the copy meanwhile
-        for version in [v for v in model.seen if v not in versions]:
-            del model.seen[version]
-        wanted = set(aspired_versions(policy, complete))
-        for version in sorted(wanted):
-            if model.copied.get(version) != complete[version]:
-                self._download(model, fs, version, versions[version], complete[version])
+            if self._make_local(model, fs, version, versions[version]):
+                wanted.add(version)
+        for known in (model.seen, model.failed):
+            for version in [v for v in known if v not in versions]:
+                del known[version]
         for version in [v for v in model.copied if v not in wanted]:
             shutil.rmtree(model.local / str(version), ignore_errors=True)
             del model.copied[version]
             log.info("Removed the local copy of version %d of servable %s", version,
                      model.config.name)
 
+    def _make_local(self, model: RemoteModel, fs: Any, version: int, path: str) -> bool:
+        """Whether version ``version`` (at ``path`` in the store) has a local copy after this
+        poll: its current objects once whole and unchanged since the last poll, downloaded
+        if need be; else the copy there is."""
+        listing = _listing(fs, path)
+        settled = model.seen.get(version) == listing
+        model.seen[version] = listing
+        if model.copied.get(version) == listing:
+            return True
+        if settled and _whole(fs, path, listing) and self._download(
+            model, fs, version, path, listing
+        ):
+            return True
+        return version in model.copied  # keep serving the older copy meanwhile
+
     def _download(
         self, model: RemoteModel, fs: Any, version: int, path: str, listing: Listing
-    ) -> None:
+    ) -> bool:
+        shown = f"{model.config.remote.rstrip('/')}/{version}"  # as configured, with its scheme
         staging = model.local / f".staging-{version}"
         target = model.local / str(version)
         shutil.rmtree(staging, ignore_errors=True)
@@ -203,20 +226,44 @@ class RemoteMirrors:
             message = redact(f"{type(err).__name__}: {err}")
             error = UnavailableError(
                 f"Could not download version {version} of servable {model.config.name} from "
-                f"{path}: {message}"
+                f"{shown}: {message}"
             )
-            log.error("%s", error.message)
-            if self._on_unservable is not None:
-                self._on_unservable(model.config.name, version, error)
-            return
+            if model.failed.get(version) != (listing, error.message):  # once, not every retry
+                model.failed[version] = (listing, error.message)
+                log.error("%s", error.message)
+                if self._on_unservable is not None:
+                    self._on_unservable(model.config.name, version, error)
+            return False
         old = model.local / f".old-{version}"
         if target.exists():
             target.rename(old)
         staging.rename(target)
         shutil.rmtree(old, ignore_errors=True)
         model.copied[version] = listing
+        model.failed.pop(version, None)
         log.info("Downloaded version %d of servable %s from %s", version, model.config.name,
-                 path)
+                 shown)
+        return True
+
+
+def _whole(fs: Any, path: str, listing: Listing) -> bool:
+    names = {rel for rel, _, _ in listing}
+    return missing_parts(names, partial(_restores_variables, fs, path, names)) is None
+
+
+def _restores_variables(fs: Any, path: str, names: set[str]) -> bool:
+    """Whether the version's SavedModel file restores variables (so a version whose
+    ``saved_model.pb`` was uploaded first waits for them). Asked only while no variables file
+    is listed, and the file is small then; one that cannot be read or parsed says no, so the
+    download and the loader report what is wrong."""
+    for name in SAVED_MODEL_FILES:
+        if name in names:
+            try:
+                data = fs.cat_file(f"{path}/{name}")
+                return restores_variables(parse_saved_model(data, name, path))
+            except Exception:  # noqa: BLE001 - any client or parse error: let the load tell
+                return False
+    return False
 
 
 def _listing(fs: Any, path: str) -> Listing:

@@ -44,6 +44,7 @@ from runtime.errors import (
     OpError,
     PermissionDeniedError,
 )
+from runtime.saved_model import read_saved_model, restores_variables
 
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 TFLITE_MODEL_FILE = "model.tflite"  # TensorFlow Serving's name for a version's TFLite model
@@ -80,10 +81,11 @@ class Fault:
         return self.kind(f"{where}: {self.reason}")
 
 
-def missing_parts(files: Collection[str]) -> str | None:
+def missing_parts(files: Collection[str], restores_variables: Callable[[], bool]) -> str | None:
     """Why a version directory holding ``files`` (relative posix paths of regular files) is not
     a whole SavedModel yet, or None when every required file is there (or it is a TFLite model,
-    which is a single file)."""
+    which is a single file). ``restores_variables`` tells, from the SavedModel file, whether
+    variables are to come; it is asked only when no variables file is there yet."""
     if not any(name in files for name in SAVED_MODEL_FILES):
         return None if TFLITE_MODEL_FILE in files else "no saved_model.pb"
     shards: dict[int, set[int]] = {}
@@ -93,8 +95,11 @@ def missing_parts(files: Collection[str]) -> str | None:
             shards.setdefault(int(match.group(2)), set()).add(int(match.group(1)))
     if VARIABLES_INDEX not in files:
         # A SavedModel without variables has no index and no shards; shards alone mean the
-        # index (written last by TensorFlow, copied in any order) is still to come.
-        return f"no {VARIABLES_INDEX}" if shards else None
+        # index (written last by TensorFlow, copied in any order) is still to come, and so does
+        # a graph with a restore op whose variables have not started arriving.
+        if shards or restores_variables():
+            return f"no {VARIABLES_INDEX}"
+        return None
     if not shards:
         return "no variables data shard"
     if len(shards) > 1:
@@ -105,6 +110,15 @@ def missing_parts(files: Collection[str]) -> str | None:
     if absent:
         return f"no variables/variables.data-{absent[0]:05d}-of-{count:05d}"
     return None
+
+
+def _restores_variables(version_dir: Path) -> bool:
+    """Whether the SavedModel file in ``version_dir`` restores variables; one that cannot be
+    read or parsed says no, so the loader reports what is wrong with it."""
+    try:
+        return restores_variables(read_saved_model(version_dir))
+    except (OSError, OpError):
+        return False
 
 
 def path_fault(path: Path, err: OSError, rel: str = "") -> Fault | None:
@@ -229,7 +243,9 @@ class SettleTracker:
         if isinstance(snap, Fault):
             return self._faulty(path, identity, snap, now)
         seen = self._observe(path, identity, snap, now, info.st_mtime_ns)
-        missing = missing_parts({rel for rel, size, _ in snap if size >= 0})
+        missing = missing_parts(
+            {rel for rel, size, _ in snap if size >= 0}, lambda: _restores_variables(path)
+        )
         if missing is not None:
             return self._unservable_after(seen, Fault(NotFoundError, missing), now)
         ready_at = seen.since + self._settle_seconds
