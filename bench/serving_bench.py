@@ -1,13 +1,17 @@
-"""Serving benchmark: graphserve's REST and gRPC predict path, with batching off, with a fixed batch
+"""Serving benchmark: graphserve's REST and gRPC predict path (TensorFlow Serving's APIs, and the
+Open Inference Protocol's infer on the same ports), with batching off, with a fixed batch
 timeout and with the adaptive window, beside the ceiling servers and a FastAPI + TensorFlow server,
 under C load generators on loopback.
 
     .venv/bin/python bench/serving_bench.py [--quick] [--models mlp,mlp_wide]
-        [--concurrency 1,8,64] [--seconds 5] [--modes off,fixed,adaptive] [--transports rest,grpc]
+        [--concurrency 1,8,64] [--seconds 5] [--modes off,fixed,adaptive]
+        [--transports rest,grpc,rest_v2,grpc_v2]
         [--servers graphserve,asgi,grpcio,fastapi_tf] [--skip-plot] [--json PATH]
 
 Closed loop (the tables): ``wrk`` for REST (a Lua script POSTs the batch-1 ``{"instances": ...}``
-body), ``h2load`` for gRPC (a pre-framed batch-1 ``PredictRequest``), at each concurrency: a
+body, or for ``rest_v2`` the v2 JSON body), ``h2load`` for gRPC (a pre-framed batch-1
+``PredictRequest``, or for ``grpc_v2`` a ``ModelInferRequest`` with raw contents, as Triton's
+client sends it), at each concurrency: a
 warm-up run, then a timed run. Open loop (the latency-vs-load picture): ``h2load --h1 --rps`` at
 offered rates from light to past saturation, REST, on ``--sweep-model``, per batching mode; drawn
 by ``bench/plot_latency.py``. Each server is checked first (one real answer, compared with
@@ -48,7 +52,9 @@ from bench.serving_servers import Server, ServerFailed, free_port
 from bench.serving_workload import (
     Workload,
     check_grpc,
+    check_grpc_v2,
     check_rest,
+    check_rest_v2,
     load_workload,
     write_request_files,
 )
@@ -67,7 +73,8 @@ MODELS: dict[str, Path] = {  # name -> base path (version 1/ inside, expected.np
 }
 BUILT = {"mlp_wide"}  # made by make_bench_models.py in TensorFlow's environment
 MODES = ("off", "fixed", "adaptive")
-TRANSPORTS = ("rest", "grpc")
+# TensorFlow Serving's REST and gRPC APIs, and the Open Inference Protocol's (v2) on the same ports.
+TRANSPORTS = ("rest", "grpc", "rest_v2", "grpc_v2")
 SERVERS = ("graphserve", "asgi", "grpcio", "fastapi_tf")
 START_DEADLINE_S = 180.0
 FASTAPI_PACKAGES = ["fastapi", "uvicorn[standard]"]
@@ -252,13 +259,27 @@ class Target:
     framed_response_bytes: int = 0  # gRPC: 5 + the checked answer's size
 
 
+CHECKS = {"rest": check_rest, "grpc": check_grpc, "rest_v2": check_rest_v2,
+          "grpc_v2": check_grpc_v2}
+
+
+def port_of(server: Server, transport: str) -> int:
+    """The v2 paths are served on the REST and gRPC ports."""
+    return server.ports[transport.removesuffix("_v2")]
+
+
 def run_load(target: Target, work: Workload, files: dict[str, Path], concurrency: int,
              seconds: int, scratch: Path) -> load.LoadResult:
-    port = target.server.ports[target.transport]
+    port = port_of(target.server, target.transport)
     if target.transport == "rest":
         return load.wrk_closed(f"http://127.0.0.1:{port}{work.rest_path}", files["wrk_script"],
                                concurrency, seconds)
-    return load.h2load_grpc(f"http://127.0.0.1:{port}{load.GRPC_PATH}", files["grpc_framed"],
+    if target.transport == "rest_v2":
+        return load.wrk_closed(f"http://127.0.0.1:{port}{work.v2_rest_path}",
+                               files["wrk_v2_script"], concurrency, seconds)
+    path, framed = ((load.GRPC_PATH, files["grpc_framed"]) if target.transport == "grpc"
+                    else (load.V2_GRPC_PATH, files["grpc_v2_framed"]))
+    return load.h2load_grpc(f"http://127.0.0.1:{port}{path}", framed,
                             target.framed_response_bytes, concurrency, seconds,
                             scratch / "h2load.log")
 
@@ -318,8 +339,8 @@ def serve_and_measure(server_factory: Any, label: str, mode: str, transports: li
     try:
         for target in targets:
             target.server = server
-            port = server.ports[target.transport]
-            check = check_rest if target.transport == "rest" else check_grpc
+            port = port_of(server, target.transport)
+            check = CHECKS[target.transport]
             try:
                 answer = server.wait_until(lambda c=check, p=port: c(work, p), START_DEADLINE_S,
                                            f"correct {target.transport} answer")
@@ -342,6 +363,8 @@ def bench_model(work: Workload, args: argparse.Namespace, scratch: Path,
     files = write_request_files(work, scratch)
     files["wrk_script"] = load.write_wrk_script(files["rest_body"],
                                                 scratch / f"{work.model}.wrk.lua")
+    files["wrk_v2_script"] = load.write_wrk_script(files["rest_v2_body"],
+                                                   scratch / f"{work.model}.v2.wrk.lua")
     answers: dict[str, bytes] = {}  # graphserve's own answers, for the ceilings to repeat
     cells: list[dict[str, Any]] = []
     if "graphserve" in args.servers:

@@ -29,6 +29,7 @@ import numpy as np
 WRK = "/usr/bin/wrk"
 H2LOAD = "/usr/bin/h2load"
 GRPC_PATH = "/tensorflow.serving.PredictionService/Predict"
+V2_GRPC_PATH = "/inference.GRPCInferenceService/ModelInfer"
 GRPC_HEADERS = ("content-type: application/grpc", "te: trailers")
 JSON_HEADER = "content-type: application/json"
 GRPC_STREAMS_PER_CONNECTION = 8

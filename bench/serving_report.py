@@ -29,8 +29,9 @@ def _num(value: float | None, digits: int = 0) -> str:
 
 
 def ceiling_for(cells: list[dict[str, Any]], cell: dict[str, Any]) -> dict[str, Any] | None:
-    """The ceiling cell that a cell compares with: same model, transport and concurrency."""
-    name = "asgi ceiling" if cell["transport"] == "rest" else "grpcio ceiling"
+    """The ceiling cell that a cell compares with: same model, transport (HTTP or gRPC) and
+    concurrency. The v2 paths compare with the same ceilings: a bare server of the transport."""
+    name = "asgi ceiling" if cell["transport"].startswith("rest") else "grpcio ceiling"
     for other in cells:
         if (other["server"] == name and other["model"] == cell["model"]
                 and other["concurrency"] == cell["concurrency"] and "rps" in other):

@@ -7,7 +7,8 @@ Usage:
 protoc sees the sources with `-I protos`, so a file's import path is its upstream path
 (`tensorflow/core/framework/tensor.proto`) and the messages get upstream's full names. The
 generated code would then import `tensorflow.core...`, which is the real TensorFlow package;
-we rewrite those imports to `protos.tensorflow...` so our modules never shadow or load it.
+we rewrite those imports to `protos.tensorflow...` so our modules never shadow or load it (the
+same for every package in TOP_LEVEL).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 PACKAGE = ROOT.name  # "protos"
-TOP_LEVEL = ("tensorflow", "tensorflow_serving")
+# Proto packages whose generated imports are rewritten under protos/ (`inference` is Triton's
+# Open Inference Protocol package).
+TOP_LEVEL = ("inference", "tensorflow", "tensorflow_serving")
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 
 # `from tensorflow.core.framework import x_pb2` / `import tensorflow_serving.apis.y_pb2`

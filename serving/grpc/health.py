@@ -1,10 +1,11 @@
 """``grpc.health.v1.Health`` following the core's readiness.
 
 The server answers as soon as it is up, while models still load; health says when it can
-predict. The overall status ("") and ``tensorflow.serving.PredictionService`` are SERVING once
-every configured model has an AVAILABLE version, NOT_SERVING before (and if readiness cannot
-be determined). ``tensorflow.serving.ModelService`` answers status and reload requests without
-any model, so it is SERVING while the server runs. TensorFlow Serving registers the short names
+predict. The overall status (""), ``tensorflow.serving.PredictionService`` and
+``inference.GRPCInferenceService`` are SERVING once every configured model has an AVAILABLE
+version, NOT_SERVING before (and if readiness cannot be determined, and from the drain on).
+``tensorflow.serving.ModelService`` answers status and reload requests without any model, so
+it is SERVING while the server runs. TensorFlow Serving registers the short names
 ``PredictionService`` and ``ModelService``; they are kept as aliases.
 
 Statuses are recomputed after servable state changes (for ``Watch``) and on every ``Check``
@@ -23,6 +24,7 @@ from collections.abc import Callable
 import grpc
 from grpc_health.v1 import health, health_pb2
 
+from serving.grpc.inference_service import SERVICE_NAME as INFERENCE_SERVICE
 from serving.grpc.model_service import SERVICE_NAME as MODEL_SERVICE
 from serving.grpc.prediction_service import SERVICE_NAME as PREDICTION_SERVICE
 
@@ -34,7 +36,9 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 Readiness = Callable[[], list[str]]  # configured models without an AVAILABLE version
 Context = grpc.aio.ServicerContext[health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse]
 
-_FOLLOW_READINESS = (health.OVERALL_HEALTH, PREDICTION_SERVICE, "PredictionService")
+_FOLLOW_READINESS = (
+    health.OVERALL_HEALTH, PREDICTION_SERVICE, "PredictionService", INFERENCE_SERVICE
+)
 _ALWAYS_SERVING = (MODEL_SERVICE, "ModelService")
 
 

@@ -92,12 +92,19 @@ def _run_blocking(handler: BlockingHandler, request: Any, call: CallContext) -> 
 
 
 def model_name(request: Any) -> str:
-    """The model a request names ("" when none): its model_spec, or its first task's."""
+    """The model a request names ("" when none): its model_spec, or its first task's, or
+    (the Open Inference Protocol's messages) its ``model_name`` or ``name``."""
     spec = getattr(request, "model_spec", None)
     if spec is not None:
         return str(spec.name)
     tasks = getattr(request, "tasks", None)
-    return str(tasks[0].model_spec.name) if tasks else ""
+    if tasks is not None:
+        return str(tasks[0].model_spec.name) if tasks else ""
+    for field in ("model_name", "name"):
+        name = getattr(request, field, None)
+        if name is not None:
+            return str(name)
+    return ""
 
 
 class _Note:

@@ -1,4 +1,6 @@
-"""Builds and starts the gRPC server: TensorFlow Serving's two services, health, reflection.
+"""Builds and starts the gRPC server: TensorFlow Serving's two services, the Open Inference
+Protocol's ``inference.GRPCInferenceService`` (KServe v2, as Triton speaks it), health,
+reflection.
 
 As in TensorFlow Serving (``model_servers/server.cc``): TCP on ``0.0.0.0:<port>`` (0 = none)
 and/or a UNIX socket, the same credentials on both (insecure, SSL from an ``SSLConfig``, or
@@ -37,8 +39,9 @@ from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from runtime.errors import InvalidArgumentError
-from serving.grpc import model_service, prediction_service
+from serving.grpc import inference_service, model_service, prediction_service
 from serving.grpc.health import ReadinessHealth
+from serving.grpc.inference_service import InferenceService
 from serving.grpc.model_service import ModelService, ReloadableCore
 from serving.grpc.prediction_service import PredictionService
 from serving.grpc.rpc import method_handlers
@@ -322,12 +325,18 @@ class GrpcServer:
     async def _start(self) -> tuple[grpc.aio.Server, ReadinessHealth]:
         options, core = self._options, self._core
         server = grpc.aio.server(options=server_arguments(options))
+        # First: the v2 ServerReady answers what health answers.
+        health_servicer = ReadinessHealth(core.readiness, core.draining)
         predictions = PredictionService(self.dispatcher, options.tensor_content)
         for service, rpcs in (
             (prediction_service.SERVICE_NAME, predictions.rpcs()),
             (
                 model_service.SERVICE_NAME,
                 ModelService(core, reload_enabled=options.model_management).rpcs(),
+            ),
+            (
+                inference_service.SERVICE_NAME,
+                InferenceService(self.dispatcher, health_servicer.ready).rpcs(),
             ),
         ):
             handlers = method_handlers(rpcs, self.dispatcher, service)
@@ -336,13 +345,13 @@ class GrpcServer:
             )
             # Registered methods are matched in gRPC's core, without a Python lookup per call.
             server.add_registered_method_handlers(service, handlers)
-        health_servicer = ReadinessHealth(core.readiness, core.draining)
         await health_servicer.start()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         if options.reflection:
             names = (
                 prediction_service.SERVICE_NAME,
                 model_service.SERVICE_NAME,
+                inference_service.SERVICE_NAME,
                 health.SERVICE_NAME,
                 reflection.SERVICE_NAME,
             )

@@ -2,7 +2,9 @@
 
 Which requests count (reference section 8): every REST ``/v1`` request in ``request_count``
 (status and metadata GETs too), and of gRPC the inference RPCs Predict, Classify and Regress
-(upstream leaves GetModelStatus, GetModelMetadata and MultiInference out).
+(upstream leaves GetModelStatus, GetModelMetadata and MultiInference out), and the Open
+Inference Protocol's ModelInfer (its health and metadata RPCs are left out likewise) and REST
+``/v2`` infer (API ``infer``; its other ``/v2`` requests are left out as well).
 ``request_latency`` takes the counted requests that succeeded, labelled by ``API`` (the gRPC
 method, or the REST URL verb, empty for GETs) and ``entrypoint`` (``GRPC``/``REST``). Dropped
 requests (deadline, cancellation, full queue) also count in ``graphserve_requests_dropped``.
@@ -13,13 +15,14 @@ from __future__ import annotations
 from serving.metrics.catalog import METRICS, ServingMetrics
 from serving.metrics.requests import REST, RequestRecord
 
-COUNTED_RPCS = frozenset({"Predict", "Classify", "Regress"})
+COUNTED_RPCS = frozenset({"Predict", "Classify", "Regress", "ModelInfer", "infer"})
 
 
 def counted(record: RequestRecord) -> bool:
     """Whether upstream counts ``record`` in request_count and request_latency."""
     if record.transport == REST:
-        return record.target.startswith("/v1/")
+        # /v2: only inference (REST's "infer"), as for gRPC.
+        return record.target.startswith("/v1/") or record.api in COUNTED_RPCS
     return record.api in COUNTED_RPCS
 
 

@@ -7,8 +7,9 @@ refused 413 before it is buffered), decode, call the dispatcher, encode. CORS he
 bodies and the error boundary live here and nowhere else.
 
 Beyond TensorFlow Serving's API: ``GET /v1/models`` lists every model with its versions' states
-(upstream answers 400 there), and the probes ``GET /healthz`` (the process answers) and
-``GET /readyz`` (every configured model has an AVAILABLE version) sit outside ``/v1/``.
+(upstream answers 400 there), the probes ``GET /healthz`` (the process answers) and
+``GET /readyz`` (every configured model has an AVAILABLE version) sit outside ``/v1/``, and
+``/v2`` is the Open Inference Protocol's REST API (``v2_api``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ from serving.rest.json_status import metadata_json, models_json, probe_json, sta
 from serving.rest.json_text import error_body
 from serving.rest.request_body import BodyTooLarge, gunzip, read_body
 from serving.rest.routes import API_PATH, Route, parse_route
+from serving.rest.v2_api import CORS as V2_CORS
+from serving.rest.v2_api import V2Api
+from serving.rest.v2_routes import is_v2_path
 from serving.servable import ServableManager
 
 log = logging.getLogger("graphserve")
@@ -276,6 +280,8 @@ class RestApp:
     def __init__(self, api: RestApi, scrape: Callable[[], bytes] | None = None) -> None:
         self.api = api
         self._cors: Headers = list(_CORS) if api.options.enable_cors else []
+        self._v2_cors: Headers = list(V2_CORS) if api.options.enable_cors else []
+        self._v2 = V2Api(api)
         self._routes: dict[tuple[str, bytes], Route | OpError] = {}
         self._scrape = scrape
         metrics_path = api.options.metrics_path
@@ -293,19 +299,24 @@ class RestApp:
         observers = OBSERVERS
         outcome = _Outcome() if observers.active else None
         start = time.perf_counter()
-        headers = [*self._cors]
+        v2 = is_v2_path(path)
+        headers = [*self._v2_cors] if v2 else [*self._cors]
         if path in (HEALTHZ, READYZ):
             content, status = self._probe(method, path, headers)
         elif path == self._metrics_path and self._scrape is not None:
             headers = [(b"content-type", b"text/plain")]
             content, status = self._scrape(), 200
-        elif not API_PATH.fullmatch(path.decode("latin-1")):
+        elif not v2 and not API_PATH.fullmatch(path.decode("latin-1")):
             headers = [(b"content-type", b"text/html; charset=utf-8")]
             content, status = _NOT_FOUND_HTML, 404
         elif method == "OPTIONS":
             origin = _header(scope, b"origin")
             ok = origin is not None and _ORIGIN.search(origin) is not None
             content, status = b"", 200 if ok else 400
+        elif v2:
+            content, status = await self._v2.handle(
+                method, path.decode("latin-1"), scope, receive, headers, outcome
+            )
         else:
             headers.append(_JSON)
             content, status = await self._api(method, path, scope, receive, headers, outcome)

@@ -287,7 +287,7 @@ def test_kserve_runtime_serves_tensorflow_like_tf_serving() -> None:
         ("tensorflow", "1", True),
         ("tensorflow", "2", True),
     }
-    assert runtime["spec"]["protocolVersions"] == ["v1", "grpc-v1"]
+    assert runtime["spec"]["protocolVersions"] == ["v1", "v2", "grpc-v1", "grpc-v2"]
 
 
 def test_inference_service_uses_the_runtime() -> None:

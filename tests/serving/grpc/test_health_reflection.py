@@ -23,6 +23,7 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 PREDICTION = "tensorflow.serving.PredictionService"
 MODEL = "tensorflow.serving.ModelService"
+INFERENCE = "inference.GRPCInferenceService"
 
 
 def check(client: Client, service: str) -> int:
@@ -32,7 +33,7 @@ def check(client: Client, service: str) -> int:
 
 
 def test_ready_server_is_serving(client: Client) -> None:
-    for service in ("", PREDICTION, MODEL, "PredictionService", "ModelService"):
+    for service in ("", PREDICTION, MODEL, INFERENCE, "PredictionService", "ModelService"):
         assert check(client, service) == SERVING, service
     err = rpc_error(check, client, "no.such.Service")
     assert err.code() == grpc.StatusCode.NOT_FOUND
@@ -56,6 +57,7 @@ def test_health_follows_readiness(pending: tuple[ServerCore, Path]) -> None:
     with serving(core) as client:
         assert check(client, "") == NOT_SERVING
         assert check(client, PREDICTION) == NOT_SERVING
+        assert check(client, INFERENCE) == NOT_SERVING
         assert check(client, MODEL) == SERVING  # answers without any model
         watch = health_pb2_grpc.HealthStub(client.channel).Watch(
             health_pb2.HealthCheckRequest(service=""), timeout=120)
@@ -70,7 +72,8 @@ def test_health_follows_readiness(pending: tuple[ServerCore, Path]) -> None:
 def test_reflection_lists_and_describes_the_services(client: Client) -> None:
     database = ProtoReflectionDescriptorDatabase(client.channel)
     assert set(database.get_services()) == {
-        PREDICTION, MODEL, "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"}
+        PREDICTION, MODEL, INFERENCE, "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection"}
     pool = descriptor_pool.DescriptorPool(database)
     prediction = pool.FindServiceByName(PREDICTION)
     assert [m.name for m in prediction.methods] == [
@@ -82,3 +85,8 @@ def test_reflection_lists_and_describes_the_services(client: Client) -> None:
         "tensorflow.TensorProto"
     model = pool.FindServiceByName(MODEL)
     assert [m.name for m in model.methods] == ["GetModelStatus", "HandleReloadConfigRequest"]
+    inference = pool.FindServiceByName(INFERENCE)
+    assert [m.name for m in inference.methods] == [
+        "ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata", "ModelInfer"]
+    assert inference.methods_by_name["ModelInfer"].input_type.full_name == \
+        "inference.ModelInferRequest"

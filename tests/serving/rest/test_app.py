@@ -115,18 +115,18 @@ def test_a_body_over_the_limit_answers_413_and_closes_the_connection(core: Serve
 
 def test_cors_preflight_and_paths_outside_the_api(core: ServerCore) -> None:
     origin = {"Origin": "http://example.com"}
-    preflight, no_origin, outside, v2 = send(
+    preflight, no_origin, outside, v3 = send(
         core, RestOptions(num_threads=1, enable_cors=True),
         ("OPTIONS", "/v1/models/m:predict", b"", origin),
         ("OPTIONS", "/v1/models/m:predict", b"", {}),
         ("GET", "/", b"", origin),
-        ("POST", "/v2/models/m:predict", b"{}", {}),
+        ("POST", "/v3/models/m:predict", b"{}", {}),  # /v2 is the Open Inference Protocol
     )
     assert preflight.status_code == 200 and preflight.content == b""
     assert preflight.headers["access-control-allow-origin"] == "*"
     assert preflight.headers["access-control-allow-methods"] == "POST, GET"
     assert no_origin.status_code == 400
-    for page in (outside, v2):  # libevent's page, as TensorFlow Serving sends it
+    for page in (outside, v3):  # libevent's page, as TensorFlow Serving sends it
         assert page.status_code == 404
         assert page.headers["content-type"] == "text/html; charset=utf-8"
         assert b"<TITLE>404 Not Found</TITLE>" in page.content

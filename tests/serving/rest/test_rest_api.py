@@ -189,7 +189,8 @@ def test_malformed_requests(server: ServerProcess) -> None:
 
 
 def test_paths_outside_v1_get_an_html_404(server: ServerProcess) -> None:
-    response = server.client.get("/v2/models/half_plus_two")
+    # /v2 is the Open Inference Protocol's (tests/serving/v2).
+    response = server.client.get("/v3/models/half_plus_two")
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("text/html")
     assert "<TITLE>404 Not Found</TITLE>" in response.text
