@@ -16,6 +16,7 @@ import numpy as np
 
 from protos.inference import grpc_service_pb2 as pb
 from runtime.errors import InvalidArgumentError
+from runtime.tensor_codec import encode_varint
 from serving.requests import inference_v2 as v2
 from serving.requests.proto_convert import CHEAP_REQUEST_BYTES
 
@@ -34,6 +35,11 @@ _CONTENTS: dict[str, tuple[str, Any]] = {
     "FP64": ("fp64_contents", np.float64),
     "BYTES": ("bytes_contents", object),
 }
+# (name, datatype, shape) -> an output's encoded InferOutputTensor field
+_TENSORS: dict[tuple[str, str, tuple[int, ...]], bytes] = {}
+# (model name, version) -> their encoded fields 1 and 2
+_HEADS: dict[tuple[str, str], bytes] = {}
+_MAX_CACHED = 4096  # names and shapes come from clients: forget rather than grow unbounded
 # Protocol features whose parameters we cannot honour: refused rather than silently ignored.
 _SHARED_MEMORY = "shared_memory_region"
 _CLASSIFICATION = "classification"
@@ -84,49 +90,84 @@ def _refuse_unsupported(tensor: Any, kind: str, parameter: str) -> None:
 def infer_request(proto: pb.ModelInferRequest, size: int) -> v2.InferRequest:
     """The request's inputs as received (typed contents as arrays); ``size`` is its serialized
     size (a large request is decoded off the event loop)."""
-    raws = list(proto.raw_input_contents)
-    if raws and len(raws) != len(proto.inputs):
+    raws = proto.raw_input_contents
+    tensors = proto.inputs
+    if raws and len(raws) != len(tensors):
         raise InvalidArgumentError(
-            f"raw_input_contents has {len(raws)} entries for {len(proto.inputs)} inputs: "
+            f"raw_input_contents has {len(raws)} entries for {len(tensors)} inputs: "
             "with raw data, every input has one, in order"
         )
     inputs = []
-    for index, tensor in enumerate(proto.inputs):
-        _refuse_unsupported(tensor, "input", _SHARED_MEMORY)
-        shape = tuple(tensor.shape)
+    strings = False
+    for index, tensor in enumerate(tensors):
+        if tensor.parameters:
+            _refuse_unsupported(tensor, "input", _SHARED_MEMORY)
+        datatype = tensor.datatype
+        strings = strings or datatype == "BYTES"
         if raws:
             if tensor.HasField("contents"):
                 raise InvalidArgumentError(
                     f"input '{tensor.name}' has contents while the request has "
                     "raw_input_contents: an input's data goes in one or the other"
                 )
-            inputs.append(v2.InferInput(tensor.name, tensor.datatype, shape, raw=raws[index]))
+            inputs.append(v2.InferInput(tensor.name, datatype, tuple(tensor.shape), raws[index]))
         else:
-            inputs.append(
-                v2.InferInput(tensor.name, tensor.datatype, shape, values=_typed_values(tensor))
-            )
+            inputs.append(v2.InferInput(
+                tensor.name, datatype, tuple(tensor.shape), None, _typed_values(tensor)
+            ))
+    names = []
     for output in proto.outputs:
-        _refuse_unsupported(output, "output", _SHARED_MEMORY)
-        _refuse_unsupported(output, "output", _CLASSIFICATION)
+        if output.parameters:
+            _refuse_unsupported(output, "output", _SHARED_MEMORY)
+            _refuse_unsupported(output, "output", _CLASSIFICATION)
+        names.append(output.name)
+    signature = v2.signature_parameter(parameters(proto.parameters)) if proto.parameters else ""
     # Splitting or encoding strings is a loop per element: off the loop when there are many.
-    cheap = size <= CHEAP_REQUEST_BYTES or all(t.datatype != "BYTES" for t in inputs)
+    cheap = size <= CHEAP_REQUEST_BYTES or not strings
     return v2.InferRequest(
-        model_name=proto.model_name,
-        model_version=proto.model_version,
-        inputs=inputs,
-        outputs=[o.name for o in proto.outputs],
-        id=proto.id,
-        signature_name=v2.signature_parameter(parameters(proto.parameters)),
-        cheap=cheap,
+        proto.model_name, proto.model_version, inputs, names, proto.id, signature, cheap
     )
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field: tag, length, payload."""
+    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
+
+
+def _output_tensor(name: str, datatype: str, shape: tuple[int, ...]) -> bytes:
+    """An ``InferOutputTensor`` (name 1, datatype 2, packed shape 3) as field 5 of the
+    response; the same for every response of an output and shape, so it is kept."""
+    key = (name, datatype, shape)
+    encoded = _TENSORS.get(key)
+    if encoded is None:
+        dims = b"".join(encode_varint(d) for d in shape)
+        body = _field(1, name.encode()) + _field(2, datatype.encode())
+        if shape:  # protobuf leaves an empty packed field out
+            body += _field(3, dims)
+        encoded = _field(5, body)
+        if len(_TENSORS) >= _MAX_CACHED:
+            _TENSORS.clear()
+        _TENSORS[key] = encoded
+    return encoded
 
 
 def infer_response(response: v2.InferResponse) -> bytes:
-    """The serialized ``ModelInferResponse``, every output's data raw."""
-    proto = pb.ModelInferResponse(
-        model_name=response.model_name, model_version=response.model_version, id=response.id
-    )
+    """The serialized ``ModelInferResponse``, every output's data raw. Written as wire bytes
+    (the fields in number order, as protobuf writes them): building the message costs more
+    than a small model's run."""
+    head_key = (response.model_name, response.model_version)
+    head = _HEADS.get(head_key)
+    if head is None:
+        head = b"".join(_field(number, text.encode()) for number, text in enumerate(head_key, 1)
+                        if text)
+        if len(_HEADS) >= _MAX_CACHED:
+            _HEADS.clear()
+        _HEADS[head_key] = head
+    parts = [head, _field(3, response.id.encode()) if response.id else b""]
     for output in response.outputs:
-        proto.outputs.add(name=output.name, datatype=output.datatype, shape=output.shape)
-        proto.raw_output_contents.append(v2.raw_bytes(output.array))
-    return proto.SerializeToString()
+        parts.append(_output_tensor(output.name, output.datatype, output.array.shape))
+    for output in response.outputs:
+        data = v2.raw_bytes(output.array)
+        parts.append(encode_varint(6 << 3 | 2) + encode_varint(len(data)))
+        parts.append(data)
+    return b"".join(parts)

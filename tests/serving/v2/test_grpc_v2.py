@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from protos.inference import grpc_service_pb2 as pb
 from protos.inference import grpc_service_pb2_grpc
+from serving.grpc import inference_wire
 from serving.requests import inference_v2
 from tests.serving.rest.server_process import ServerProcess
 from tests.serving.support import FIXTURE_MODELS, REPO, expected_cases
@@ -580,3 +581,23 @@ def test_server_ready_follows_models_and_drain(tmp_path: Path) -> None:
         assert process.process.wait(timeout=60) == 0, process.output()
     finally:
         process.stop()  # already gone, unless the test failed first
+
+
+@pytest.mark.parametrize("request_id", ["", "req-7"])
+def test_the_written_response_is_protobufs_own_bytes(request_id: str) -> None:
+    # The response is written as wire bytes, not built as a message: byte for byte what
+    # protobuf writes, over every kind of output (an empty one, a scalar, strings).
+    outputs = [
+        inference_v2.InferOutput("y", "FP32", np.arange(6, dtype=np.float32).reshape(2, 3)),
+        inference_v2.InferOutput("s", "BYTES", np.array([b"x", b"", b"\xff"], dtype=object)),
+        inference_v2.InferOutput("e", "FP32", np.zeros((0, 3), np.float32)),
+        inference_v2.InferOutput("n", "INT64", np.array(-5, dtype=np.int64)),
+        inference_v2.InferOutput("b", "BOOL", np.array([True, False])),
+    ]
+    response = inference_v2.InferResponse("m", "12", request_id, outputs)
+    message = pb.ModelInferResponse(model_name="m", model_version="12", id=request_id)
+    for output in outputs:
+        message.outputs.add(name=output.name, datatype=output.datatype, shape=output.shape)
+        message.raw_output_contents.append(inference_v2.raw_bytes(output.array))
+    for _ in range(2):  # made, then from what is kept
+        assert inference_wire.infer_response(response) == message.SerializeToString()
