@@ -30,7 +30,7 @@ import numpy as np
 
 from runtime import dtypes
 from runtime.dtypes import DataType
-from runtime.errors import InvalidArgumentError, NotFoundError, OpError
+from runtime.errors import InvalidArgumentError, NotFoundError, OpError, UnimplementedError
 from runtime.saved_model import DEFAULT_SIGNATURE_KEY, Signature, TensorSpec
 from runtime.tensor_codec import STRING_ELEMENT_BYTES, TensorBudget
 from serving.requests.call_context import CallContext
@@ -363,9 +363,11 @@ async def infer(dispatcher: Dispatcher, request: InferRequest, call: CallContext
     )
     outputs = []
     for name, array in response.outputs.items():
-        datatype = datatype_of(_dtype_of(array))
+        datatype = _ARRAY_DATATYPES.get(array.dtype)
+        if datatype is None:
+            datatype = _ARRAY_DATATYPES[array.dtype] = datatype_of(_dtype_of(array))
         if not datatype:
-            raise InvalidArgumentError(
+            raise UnimplementedError(
                 f"output '{name}' has dtype {array.dtype}, which the protocol has no datatype for"
             )
         outputs.append(InferOutput(name, datatype, array))
@@ -377,8 +379,12 @@ async def infer(dispatcher: Dispatcher, request: InferRequest, call: CallContext
     )
 
 
+# An output array's dtype -> its datatype ("" for none); numpy's dtypes are few, so it stays small.
+_ARRAY_DATATYPES: dict[np.dtype[Any], str] = {}
+
+
 def _dtype_of(array: np.ndarray) -> DataType:
-    if array.dtype == object:
+    if array.dtype.kind == "O":
         return DataType.DT_STRING
     try:
         return dtypes.from_numpy(array.dtype)
