@@ -43,9 +43,6 @@ _ACCEPTED: dict[str, type] = {
     "flush_filesystem_caches": bool,
     # Unloads run on each model's own load worker (serving.core.load_lanes).
     "num_unload_threads": int,
-    "tensorflow_session_parallelism": int,
-    "tensorflow_intra_op_parallelism": int,
-    "tensorflow_inter_op_parallelism": int,
     "tensorflow_session_config_file": str,
     "per_process_gpu_memory_fraction": float,
     "platform_config_file": str,

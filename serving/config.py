@@ -123,6 +123,10 @@ class ServerOptions:
     # how many run at once (0: one), and a load running 10 s stops counting against the cap,
     # so a hung load never holds the others back for good.
     num_load_threads: int = 0
+    # Threads one kernel of a run may use (serving/parallelism.py); 0: automatic.
+    tensorflow_session_parallelism: int = 0
+    tensorflow_intra_op_parallelism: int = 0
+    tensorflow_inter_op_parallelism: int = 0
     max_num_load_retries: int = 5
     load_retry_interval_micros: int = 60_000_000
     enable_model_warmup: bool = True

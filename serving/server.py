@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runtime import intra_op
 from runtime.errors import InvalidArgumentError, OpError
 from serving.config import ServerOptions, model_configs
 from serving.core.config_watcher import ConfigFileWatcher
@@ -30,6 +31,7 @@ from serving.core.server_core import CoreOptions, ServerCore
 from serving.memory import configure_allocator
 from serving.metrics.setup import observe_requests, rest_metrics
 from serving.open_files import raise_open_file_limit
+from serving.parallelism import intra_op_threads
 from serving.shutdown import ShutdownSignals
 
 if TYPE_CHECKING:
@@ -179,6 +181,7 @@ def serve(options: ServerOptions) -> int:
     signals.install()  # before the initial load, which a stop must be able to end
     observe_requests(options)
     try:
+        intra_op.set_threads(intra_op_threads(options))
         core, watcher = build_core(options)
     except OpError as err:
         return _start_failed(err)

@@ -16,7 +16,9 @@ The bias rides in the product: the patch matrix has a column (row) of ones and t
 the bias as an extra row. A fused Relu is applied by the pass that crops the channel-major result
 (in place after the product otherwise). Work is done in blocks of whole images (or image rows)
 sized to stay in cache and below the size at which OpenBLAS goes multi-threaded; padded inputs
-and patch matrices live in per-thread scratch buffers reused from call to call.
+and patch matrices live in per-thread scratch buffers reused from call to call. With threads
+inside a run (``runtime.intra_op``), the blocks of a big product are spread over them: each
+block writes its own rows of the output from its thread's own patch matrix.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from runtime.intra_op import run_blocks, worth_threads
 from runtime.kernels.nn_ops_common import WIDE_MIN_SIZE, Key, Window, scratch, tiled, view
 from runtime.kernels.nn_ops_grid import Grid, grid_axis
 
@@ -170,8 +173,17 @@ class Pointwise(ConvAlgorithm):
         y = self._output(out)
         flat = y.reshape(-1, s.o)
         step = block_rows(pixels.shape[1], s.o)
-        for first in range(0, flat.shape[0], step):
+
+        def block(index: int) -> None:
+            first = index * step
             np.matmul(pixels[first:first + step], weights[0], out=flat[first:first + step])
+
+        blocks = -(-flat.shape[0] // step)
+        if worth_threads(flat.shape[0] * pixels.shape[1] * s.o):
+            run_blocks(block, blocks)
+        else:
+            for index in range(blocks):
+                block(index)
         add_bias_(y, weights[1])
         return relu_(y) if relu else y
 
@@ -188,15 +200,22 @@ def _blocks(n: int, per_image: int, rows_per_image: int,
             for i in range(n) for r in range(0, rows_per_image, step)]
 
 
-class _PatchScratch:
-    def __init__(self, shape: ConvShape, padded_hw: tuple[int, int] | None, rows: int) -> None:
+class _Padded:
+    def __init__(self, shape: ConvShape, padded_hw: tuple[int, int]) -> None:
         s = shape
-        self.padded = (np.zeros((s.n, *padded_hw, s.c), s.dtype) if padded_hw is not None
-                       else None)
+        self.padded = np.zeros((s.n, *padded_hw, s.c), s.dtype)
+        self.nbytes = self.padded.nbytes
+
+
+class _PatchRows:
+    """One thread's patch matrix: blocks running on other threads have their own."""
+
+    def __init__(self, shape: ConvShape, rows: int) -> None:
+        s = shape
         k = s.kh * s.kw * s.c
         self.patches = np.empty((rows, k + 1), s.dtype)
         self.patches[:, k] = 1  # the bias column
-        self.nbytes = self.patches.nbytes + (0 if self.padded is None else self.padded.nbytes)
+        self.nbytes = self.patches.nbytes
 
 
 class Patches(ConvAlgorithm):
@@ -216,25 +235,29 @@ class Patches(ConvAlgorithm):
         self.in_w = max(0, min(s.w, self.need_w - pl))
         self.blocks = _blocks(s.n, oh * ow, oh, block_rows(s.kh * s.kw * s.c + 1, s.o))
         self.block_rows = max((i1 - i0) * (r1 - r0) * ow for i0, i1, r0, r1 in self.blocks)
-        self.key = Key(("conv-patches", s, tuple(self.blocks)))
+        self.padded_key = Key(("conv-patches-padded", s, self.need_h, self.need_w))
+        self.rows_key = Key(("conv-patches-rows", s, self.block_rows))
+        self.macs = s.n * oh * ow * (s.kh * s.kw * s.c + 1) * s.o
 
     def prepare(self, f: np.ndarray, bias: np.ndarray | None) -> Weights:
         matrix, _ = super().prepare(f, None)
         return _with_bias_row(matrix, bias), None
 
-    def _scratch(self) -> _PatchScratch:
-        padded = (self.need_h, self.need_w) if self.copy_in else None
-        return _PatchScratch(self.shape, padded, self.block_rows)
+    def _padded(self) -> _Padded:
+        return _Padded(self.shape, (self.need_h, self.need_w))
+
+    def _rows(self) -> _PatchRows:
+        return _PatchRows(self.shape, self.block_rows)
 
     def __call__(self, x: np.ndarray, weights: Weights, relu: bool,
                  out: np.ndarray | None = None) -> np.ndarray:
         s = self.shape
         oh, ow = s.rows.out, s.cols.out
-        ws = scratch(self.key, self._scratch)
-        if ws.padded is not None:
+        if self.copy_in:
+            padded = scratch(self.padded_key, self._padded).padded
             pt, pl = s.rows.pad_before, s.cols.pad_before
-            ws.padded[:, pt:pt + self.in_h, pl:pl + self.in_w] = x[:, :self.in_h, :self.in_w]
-            src = ws.padded
+            padded[:, pt:pt + self.in_h, pl:pl + self.in_w] = x[:, :self.in_h, :self.in_w]
+            src = padded
         else:
             src = np.ascontiguousarray(x)
         _, hh, ww, c = src.shape
@@ -249,13 +272,21 @@ class Patches(ConvAlgorithm):
         k = s.kh * s.kw * c
         out = self._output(out)
         flat = out.reshape(-1, s.o)
-        for i0, i1, r0, r1 in self.blocks:
+
+        def block(index: int) -> None:
+            i0, i1, r0, r1 = self.blocks[index]
             rows = (i1 - i0) * (r1 - r0) * ow
-            patches = ws.patches[:rows]
+            patches = scratch(self.rows_key, self._rows).patches[:rows]
             np.copyto(patches[:, :k].reshape((i1 - i0, r1 - r0) + windows.shape[2:]),
                       windows[i0:i1, r0:r1])
             first = (i0 * oh + r0) * ow
             np.matmul(patches, weights[0], out=flat[first:first + rows])
+
+        if worth_threads(self.macs):
+            run_blocks(block, len(self.blocks))
+        else:
+            for index in range(len(self.blocks)):
+                block(index)
         return relu_(out) if relu else out
 
 

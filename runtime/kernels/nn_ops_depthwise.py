@@ -5,7 +5,8 @@ matrix of each channel, ``[taps, cells]``, is a few large copies. numpy's batche
 multiplies each channel's ``[multiplier, taps]`` filter with its patches, giving the output
 channels first; the valid cells are copied into the NHWC output with the bias added on the way.
 This touches each value a few times, where a per-tap multiply-add over NHWC slices would run
-numpy's inner loops over only the handful of channels.
+numpy's inner loops over only the handful of channels. Every step works on each channel alone,
+so with threads inside a run (``runtime.intra_op``) the channels are split between them.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from runtime.intra_op import run_blocks, threads, worth_threads
 from runtime.kernels.nn_ops_common import Key, Window, scratch
 from runtime.kernels.nn_ops_conv_gemm import (
     GridScratch,
     Weights,
     add_bias_,
-    fill_grid,
     grid_blocks,
     relu_,
 )
@@ -29,6 +30,8 @@ from runtime.kernels.nn_ops_grid import Grid, grid_axis
 # Grid cells per block: each channel's product is [multiplier, taps] x [taps, cells], far from
 # the sizes that BLAS would thread.
 _BLOCK_CELLS = 2048
+# Channels per thread, at least: fewer make copies too short to be worth a thread.
+_MIN_THREAD_CHANNELS = 8
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,14 @@ class DepthwiseShape:
     @property
     def out_shape(self) -> tuple[int, int, int, int]:
         return (self.n, self.rows.out, self.cols.out, self.c * self.multiplier)
+
+
+class _Product:
+    """A thread's product buffer for its share of the channels."""
+
+    def __init__(self, size: int, dtype: np.dtype) -> None:
+        self.values = np.empty(size, dtype)
+        self.nbytes = self.values.nbytes
 
 
 class Depthwise:
@@ -72,7 +83,9 @@ class Depthwise:
         self.order = self.grid.tap_order()
         self.filter_key = ("depthwise+bias", tuple(self.order))
         self.blocks = grid_blocks(s.n, self.grid.used, _BLOCK_CELLS)
+        self.width = max((i1 - i0) * self.grid.used for i0, i1 in self.blocks)  # widest block
         self.key = Key(("depthwise", s, tuple(self.blocks)))
+        self.macs = s.n * s.rows.out * s.cols.out * s.c * s.multiplier * (s.kh * s.kw + 1)
 
     def prepare(self, f: np.ndarray, bias: np.ndarray | None) -> Weights:
         """[kh, kw, C, M] (and bias [C * M]) -> [C, M, taps + 1], taps in patch order."""
@@ -95,20 +108,41 @@ class Depthwise:
             y = add_bias_(np.zeros(s.out_shape, s.dtype), weights[1])
             return relu_(y) if relu else y
         ws = scratch(self.key, self._scratch)
-        fill_grid(ws.fills, x)
         gw = self.grid.cols.cells
         oh, ow = s.rows.out, s.cols.out
         cm = s.c * s.multiplier
+        mult = s.multiplier
         out = np.empty(s.out_shape, s.dtype)
-        for i0, i1, pairs, patches in ws.blocks:
-            for dst, src in pairs:
-                np.copyto(dst, src)
-            m = patches.shape[-1]
-            product = ws.product[:cm * m].reshape(s.c, s.multiplier, m)
-            np.matmul(weights[0], patches, out=product)
-            valid = product.reshape(cm, i1 - i0, oh, gw)[..., :ow].transpose(1, 2, 3, 0)
-            if relu:
-                np.fmax(valid, 0, out=out[i0:i1])
-            else:
-                np.copyto(out[i0:i1], valid)
+
+        def channels(c0: int, c1: int) -> None:
+            """Every step for channels [c0, c1): they touch no other channel's cells, and the
+            product goes to a buffer of their own (in the shared one, a channel's place moves
+            with the block's width, into another thread's channels)."""
+            for target, (rows, cols) in ws.fills:
+                np.copyto(target[c0:c1], x[:, rows, cols, c0:c1].transpose(3, 0, 1, 2))
+            own = (c1 - c0) * mult
+            buffer = ws.product if own == cm else scratch(
+                Key(("depthwise-product", s, c0, c1)), lambda: _Product(own * self.width, s.dtype)
+            ).values
+            for i0, i1, pairs, patches in ws.blocks:
+                for dst, src in pairs:
+                    np.copyto(dst[c0:c1], src[c0:c1])
+                m = patches.shape[-1]
+                product = buffer[:own * m].reshape(c1 - c0, mult, m)
+                np.matmul(weights[0][c0:c1], patches[c0:c1], out=product)
+                valid = product.reshape(own, i1 - i0, oh, gw)[..., :ow]
+                valid = valid.transpose(1, 2, 3, 0)
+                if relu:
+                    np.fmax(valid, 0, out=out[i0:i1, ..., c0 * mult:c1 * mult])
+                else:
+                    np.copyto(out[i0:i1, ..., c0 * mult:c1 * mult], valid)
+
+        # Threads split the channels (one image has work enough): each writes its own
+        # channels of the caller's buffers.
+        parts = min(threads(), s.c // _MIN_THREAD_CHANNELS)
+        if parts > 1 and worth_threads(self.macs):
+            bounds = [s.c * i // parts for i in range(parts + 1)]
+            run_blocks(lambda i: channels(bounds[i], bounds[i + 1]), parts)
+        else:
+            channels(0, s.c)
         return out

@@ -60,14 +60,16 @@ def test_bad_log_flags(argv: list[str]) -> None:
 def test_options(caplog: pytest.LogCaptureFixture) -> None:
     values = parse_flags(["--rest_api_port=1", "--enable_model_warmup=false",
                           "--file_system_settle_seconds=0.25",
-                          "--tensorflow_session_parallelism=2"]).values
+                          "--tensorflow_session_parallelism=2",
+                          "--tensorflow_inter_op_parallelism=3"]).values
     with caplog.at_level(logging.WARNING, logger="graphserve"):
         options = options_from_flags(values)
     assert options == ServerOptions(
-        rest_api_port=1, enable_model_warmup=False, file_system_settle_seconds=0.25
+        rest_api_port=1, enable_model_warmup=False, file_system_settle_seconds=0.25,
+        tensorflow_session_parallelism=2, tensorflow_inter_op_parallelism=3,
     )
     assert "--enable_model_warmup" not in caplog.text
-    assert "--tensorflow_session_parallelism is accepted" in caplog.text
+    assert "--num_tflite_pools is accepted" not in caplog.text
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -108,3 +110,11 @@ def test_client_subcommands_match_the_client() -> None:
 def test_client_subcommand_is_routed(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--server", "127.0.0.1:1", "--model", "m", "--timeout", "5"]) == 1
     assert "UNAVAILABLE" in capsys.readouterr().err
+
+
+def test_all_three_parallelism_flags_fail_the_start(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--port=0", "--rest_api_port=0", "--model_name=m", "--model_base_path=/m",
+                 "--tensorflow_session_parallelism=1", "--tensorflow_intra_op_parallelism=1",
+                 "--tensorflow_inter_op_parallelism=1"]) == 255
+    assert ("Failed to start server. Error: INVALID_ARGUMENT: Either configure "
+            "server_options.tensorflow_session_parallelism") in capsys.readouterr().out

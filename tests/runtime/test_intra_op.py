@@ -1,0 +1,125 @@
+"""Threads inside a run: the shared pool's contract, and the kernels that spread their blocks
+over it answering exactly what they answer on one thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from runtime import intra_op
+from runtime.kernels.registry import instantiate
+from tests.runtime.kernels.test_nn_ops_conv_algorithms import (
+    conv_attrs,
+    pads_of,
+    reference_conv,
+    reference_depthwise,
+)
+
+RNG = np.random.default_rng(3)
+
+
+@pytest.fixture
+def two_threads() -> Iterator[None]:
+    intra_op.set_threads(2)
+    try:
+        yield
+    finally:
+        intra_op.set_threads(1)
+
+
+def test_every_block_runs_once(two_threads: None) -> None:
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def work(i: int) -> None:
+        with lock:
+            seen.append(i)
+
+    intra_op.run_blocks(work, 37)
+    assert sorted(seen) == list(range(37))
+
+
+def test_blocks_run_on_two_threads(two_threads: None) -> None:
+    # Two blocks that each wait for the other to start: only two threads at once finish them.
+    started = [threading.Event(), threading.Event()]
+
+    def work(i: int) -> None:
+        started[i].set()
+        assert started[1 - i].wait(10), "the other block never started beside this one"
+
+    intra_op.run_blocks(work, 2)
+
+
+def test_an_error_in_a_block_reaches_the_caller(two_threads: None) -> None:
+    def work(i: int) -> None:
+        if i == 5:
+            raise ValueError("block 5")
+
+    with pytest.raises(ValueError, match="block 5"):
+        intra_op.run_blocks(work, 8)
+
+
+def test_a_busy_pool_never_makes_the_caller_wait_for_it(two_threads: None) -> None:
+    # The pool's one worker is held; the caller runs every block itself.
+    release = threading.Event()
+    holder = threading.Thread(target=intra_op.run_blocks,
+                              args=(lambda i: release.wait(10) if i == 1 else None, 2))
+    holder.start()
+    time.sleep(0.2)  # the worker is inside block 1 of the holder
+    ran: list[int] = []
+    start = time.monotonic()
+    intra_op.run_blocks(ran.append, 6)
+    assert sorted(ran) == list(range(6)) and time.monotonic() - start < 5
+    release.set()
+    holder.join(10)
+
+
+def test_one_thread_runs_on_the_caller() -> None:
+    assert intra_op.threads() == 1
+    names: set[str] = set()
+    intra_op.run_blocks(lambda i: names.add(threading.current_thread().name), 4)
+    assert names == {threading.current_thread().name}
+
+
+# Big enough to be spread (above intra_op.PARALLEL_MIN_MACS), one case per algorithm.
+CONV = [
+    ("patches_rows_of_one_image", (1, 56, 56, 32), (3, 3, 32, 32), (1, 1), "SAME"),
+    ("patches_images", (8, 14, 14, 64), (3, 3, 64, 64), (1, 1), "SAME"),
+    ("patches_strided", (1, 57, 57, 24), (3, 3, 24, 48), (2, 2), "VALID"),
+    ("pointwise", (1, 56, 56, 64), (1, 1, 64, 128), (1, 1), "VALID"),
+]
+DEPTHWISE = [
+    ("depthwise", (1, 56, 56, 96), (3, 3, 96, 1), (1, 1), "SAME"),
+    # Blocks of unequal width (images 0-4, then 5-7), as in Xception at batch 8.
+    ("depthwise_unequal_blocks", (8, 19, 19, 256), (3, 3, 256, 1), (1, 1), "SAME"),
+    ("depthwise_strided_multiplier", (2, 29, 29, 40), (5, 5, 40, 2), (2, 2), "SAME"),
+]
+
+
+@pytest.mark.parametrize("case", CONV + DEPTHWISE, ids=[c[0] for c in CONV + DEPTHWISE])
+def test_spread_kernels_answer_what_one_thread_answers(case: tuple) -> None:
+    _, x_shape, f_shape, strides, padding = case
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    f = RNG.standard_normal(f_shape).astype(np.float32)
+    op = "Conv2D" if (case in CONV) else "DepthwiseConv2dNative"
+    kernel = instantiate(op, conv_attrs(strides, (1, 1), padding))
+    serial = kernel(x, f)
+    # More threads than cores: the shares run in every order, any of them ahead.
+    intra_op.set_threads(4)
+    try:
+        spread = kernel(x, f)
+        # Scratch reused on both threads, with the threads' progress in every interleaving
+        # the calls happen to give (a buffer shared by mistake shows in some).
+        for _ in range(15):
+            np.testing.assert_array_equal(kernel(x, f), serial)
+    finally:
+        intra_op.set_threads(1)
+    np.testing.assert_array_equal(spread, serial)
+    pads = pads_of(padding, x_shape[1:3], f_shape[:2], strides, (1, 1), None)
+    reference = reference_conv if op == "Conv2D" else reference_depthwise
+    np.testing.assert_allclose(spread, reference(x, f, strides, (1, 1), pads), rtol=1e-4,
+                               atol=1e-4)
