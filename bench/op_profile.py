@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/op_profile.py MODEL [--signature predict] [--batch 32] [--calls 200]
 
-Loads ``tests/fixtures/models/MODEL`` with our runtime, wraps every kernel the plans build in a
+Loads ``tests/fixtures/models/MODEL`` (or MODEL itself, given as a path such as
+``bench/.cache/models/resnet50``) with our runtime, wraps every kernel the plans build in a
 timer, and runs the signature on the widest recorded case tiled to ``--batch`` rows. Prints the
 time per call with and without the timers, then each op type's calls and time per model call,
 slowest first. The timers add a little per kernel call, so read the table for proportions.
@@ -72,7 +73,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
 
-    model_dir = ROOT / "tests" / "fixtures" / "models" / args.model
+    model_dir = (Path(args.model) if "/" in args.model
+                 else ROOT / "tests" / "fixtures" / "models" / args.model)
     cases = recorded_cases(model_dir / "expected.npz", args.signature)
     if not cases:
         raise SystemExit(f"{args.model} has no recorded inputs for {args.signature!r}")
@@ -106,8 +108,8 @@ def main(argv: list[str]) -> None:
     ranked = collections.Counter({op: s for op, (_, s) in stats.items()}).most_common(args.top)
     for op, seconds in ranked:
         count = stats[op][0]
-        print(f"{op:30s} {count / calls:6.1f} {seconds / calls * 1e6:9.1f} "
-              f"{seconds / count * 1e6:8.1f}")
+        per_call = f"{seconds / count * 1e6:8.1f}" if count else f"{'-':>8s}"
+        print(f"{op:30s} {count / calls:6.1f} {seconds / calls * 1e6:9.1f} {per_call}")
 
 
 if __name__ == "__main__":
