@@ -32,6 +32,7 @@ from serving.requests.example_signature import (
 )
 from serving.requests.model_spec import ModelSpec
 from serving.requests.predict import checked_inputs
+from serving.requests.run_timing import timed_run
 from serving.servable import ServableManager
 
 Classification = list[tuple[bytes, float]]  # (label, score) per class
@@ -117,8 +118,13 @@ def classification_result(
 
 
 def classify(
-    manager: ServableManager, request: ClassifyRequest, *, method_name_check: bool = False
+    manager: ServableManager,
+    request: ClassifyRequest,
+    *,
+    method_name_check: bool = False,
+    api: str = "Classify",
 ) -> ClassifyResponse:
+    """``api``: the API its run is timed under (MultiInference runs its tasks through here)."""
     spec = request.model_spec
     key = signature_key(spec.signature_name)
     with manager.handle(spec.servable_request()) as handle:
@@ -126,7 +132,7 @@ def classify(
         aliases = check_classification_signature(find_signature_def(model, key), method_name_check)
         tensor = examples_tensor(request.examples)
         inputs = checked_inputs(model.signatures[key], {INPUTS: tensor})
-        outputs = model.run(key, inputs, aliases)
+        outputs = timed_run(model, handle.id.name, api, key, inputs, aliases)
         classifications = classification_result(
             None if CLASSES not in outputs else np.asarray(outputs[CLASSES]),
             None if SCORES not in outputs else np.asarray(outputs[SCORES]),

@@ -39,6 +39,8 @@ from serving.requests.regress import (
 )
 from serving.servable import Servable, ServableId, ServableManager
 
+MULTI_INFERENCE = "MultiInference"  # the API its tasks' runs are timed under
+
 
 @dataclass(frozen=True)
 class InferenceTask:
@@ -117,6 +119,7 @@ def run_multi_inference(
                     single,
                     ClassifyRequest(spec, request.examples),
                     method_name_check=method_name_check,
+                    api=MULTI_INFERENCE,
                 )
             )
         else:
@@ -125,6 +128,7 @@ def run_multi_inference(
                     single,
                     RegressRequest(spec, request.examples),
                     method_name_check=method_name_check,
+                    api=MULTI_INFERENCE,
                 )
             )
     return MultiInferenceResponse(results)

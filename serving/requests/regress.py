@@ -28,6 +28,7 @@ from serving.requests.example_signature import (
 )
 from serving.requests.model_spec import ModelSpec
 from serving.requests.predict import checked_inputs
+from serving.requests.run_timing import timed_run
 from serving.servable import ServableManager
 
 
@@ -88,8 +89,13 @@ def regression_result(output: np.ndarray, num_examples: int) -> list[float]:
 
 
 def regress(
-    manager: ServableManager, request: RegressRequest, *, method_name_check: bool = False
+    manager: ServableManager,
+    request: RegressRequest,
+    *,
+    method_name_check: bool = False,
+    api: str = "Regress",
 ) -> RegressResponse:
+    """``api``: the API its run is timed under (MultiInference runs its tasks through here)."""
     spec = request.model_spec
     key = signature_key(spec.signature_name)
     with manager.handle(spec.servable_request()) as handle:
@@ -97,6 +103,6 @@ def regress(
         check_regression_signature(find_signature_def(model, key), method_name_check)
         tensor = examples_tensor(request.examples)
         inputs = checked_inputs(model.signatures[key], {INPUTS: tensor})
-        outputs = model.run(key, inputs, [OUTPUTS])
+        outputs = timed_run(model, handle.id.name, api, key, inputs, [OUTPUTS])
         regressions = regression_result(np.asarray(outputs[OUTPUTS]), len(tensor))
         return RegressResponse(ModelSpec(handle.id.name, handle.id.version, None, key), regressions)

@@ -99,6 +99,34 @@ def test_request_counts_and_latency_per_model_and_status(server: ServerProcess) 
                         entrypoint="GRPC")
 
 
+RUNTIME_COUNT = ":tensorflow:serving:runtime_latency_count"
+
+
+def test_runtime_latency_per_api(server: ServerProcess) -> None:
+    # Every successful run, by the API that ran it: Predict (batched here: the batching
+    # session's run, the wait included, as upstream), Classify, Regress, MultiInference.
+    _, before = scrape(server)
+    for _ in range(2):
+        assert server.client.post("/v1/models/half_plus_two:predict",
+                                  json={"instances": [1.0]}).status_code == 200
+    assert grpc_predict(server, "half_plus_two", 1.0) == grpc.StatusCode.OK
+    assert grpc_predict(server, "nope", 1.0) == grpc.StatusCode.NOT_FOUND
+    examples = {"signature_name": "classify_x_to_y", "examples": [{"x": 1.0}]}
+    assert server.client.post("/v1/models/half_plus_two:classify",
+                              json=examples).status_code == 200
+    examples = {"signature_name": "regress_x_to_y", "examples": [{"x": 1.0}]}
+    assert server.client.post("/v1/models/half_plus_two:regress",
+                              json=examples).status_code == 200
+    _, after = scrape(server)
+
+    def delta(api: str) -> float:
+        labels = {"model_name": "half_plus_two", "API": api, "runtime": "TF1"}
+        return value(after, RUNTIME_COUNT, **labels) - value(before, RUNTIME_COUNT, **labels)
+
+    assert (delta("Predict"), delta("Classify"), delta("Regress")) == (3, 1, 1)
+    assert value(after, RUNTIME_COUNT, model_name="nope", API="Predict", runtime="TF1") == 0
+
+
 def test_batching_histograms_under_load(server: ServerProcess) -> None:
     def one(i: int) -> int:
         body = {"instances": [float(i)]}
