@@ -31,7 +31,12 @@ from runtime.kernels.nn_ops_common import (
 )
 from runtime.kernels.nn_ops_conv_gemm import ConvAlgorithm, ConvShape, Weights, choose
 from runtime.kernels.nn_ops_conv_transpose import TransposeConv, TransposeWeights
-from runtime.kernels.nn_ops_depthwise import Depthwise, DepthwiseShape
+from runtime.kernels.nn_ops_depthwise import (
+    Depthwise,
+    DepthwiseShape,
+    DepthwiseTaps,
+    choose_depthwise,
+)
 from runtime.kernels.nn_ops_fused import Epilogue, bias_arg, build_epilogue
 from runtime.kernels.registry import NodeContext, kernel
 
@@ -179,7 +184,7 @@ def _conv_core(node: NodeContext, attrs: ConvAttrs) -> ConvCore:
 @dataclass(frozen=True)
 class _DepthwisePlan:
     dtype: np.dtype
-    algorithm: Depthwise
+    algorithm: Depthwise | DepthwiseTaps
 
 
 def _depthwise_plan(attrs: ConvAttrs, op: str, x_shape: tuple[int, ...],
@@ -195,7 +200,7 @@ def _depthwise_plan(attrs: ConvAttrs, op: str, x_shape: tuple[int, ...],
     dtype = _compute_dtype(x_dtype, f_dtype)
     shape = DepthwiseShape(n, h, w, c, kh, kw, m, attrs.strides, attrs.dilations, rows, cols,
                            dtype)
-    return _DepthwisePlan(dtype, Depthwise(shape))
+    return _DepthwisePlan(dtype, choose_depthwise(shape))
 
 
 def _depthwise_core(node: NodeContext, attrs: ConvAttrs) -> ConvCore:

@@ -7,6 +7,12 @@ channels first; the valid cells are copied into the NHWC output with the bias ad
 This touches each value a few times, where a per-tap multiply-add over NHWC slices would run
 numpy's inner loops over only the handful of channels. Every step works on each channel alone,
 so with threads inside a run (``runtime.intra_op``) the channels are split between them.
+
+With one filter per channel (multiplier 1) and many channels, the per-tap multiply-add is the
+faster way after all (``DepthwiseTaps``): numpy's inner loops then run over a whole row of
+pixels and channels, and done on a few output rows at a time, every pass stays in cache. On
+MobileNet's, EfficientNet's and Xception's layers (64 to 960 channels) it is 1.4-3.7x faster
+than the grid; below ``TAPS_MIN_CHANNELS`` the grid is as fast.
 """
 
 from __future__ import annotations
@@ -32,6 +38,10 @@ from runtime.kernels.nn_ops_grid import Grid, grid_axis
 _BLOCK_CELLS = 2048
 # Channels per thread, at least: fewer make copies too short to be worth a thread.
 _MIN_THREAD_CHANNELS = 8
+# With one filter per channel and at least this many channels, the tap-by-tap way is used.
+TAPS_MIN_CHANNELS = 64
+# Output rows per pass of the tap-by-tap way: about this many bytes, to stay in cache.
+_TAPS_CHUNK_BYTES = 256 << 10
 
 
 @dataclass(frozen=True)
@@ -146,3 +156,91 @@ class Depthwise:
         else:
             channels(0, s.c)
         return out
+
+
+class _Padded:
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.values = np.zeros(shape, dtype)
+        self.nbytes = self.values.nbytes
+
+
+class DepthwiseTaps:
+    """Multiplier 1: ``out = sum over taps of window(tap) * filter(tap)``, channel by channel,
+    on a few output rows at a time; the bias and Relu are applied to those rows while they
+    are in cache. Chunks of rows are independent, so threads inside a run share them out."""
+
+    def __init__(self, shape: DepthwiseShape) -> None:
+        s = shape
+        self.shape = s
+        self.filter_key: Hashable = "depthwise-taps"
+        oh, ow = s.rows.out, s.cols.out
+        (sh, sw), (dh, dw) = s.strides, s.dilations
+        self.need_h = (oh - 1) * sh + (s.kh - 1) * dh + 1
+        self.need_w = (ow - 1) * sw + (s.kw - 1) * dw + 1
+        pt, pl = s.rows.pad_before, s.cols.pad_before
+        self.copy_in = pt > 0 or pl > 0 or self.need_h > s.h or self.need_w > s.w
+        self.in_h = max(0, min(s.h, self.need_h - pt))
+        self.in_w = max(0, min(s.w, self.need_w - pl))
+        rows = max(1, _TAPS_CHUNK_BYTES // max(ow * s.c * s.dtype.itemsize, 1))
+        self.chunks = [(b, r0, min(oh, r0 + rows)) for b in range(s.n) for r0 in range(0, oh, rows)]
+        self.rows = min(rows, oh)
+        self.padded_key = Key(("depthwise-taps-padded", s))
+        self.tmp_key = Key(("depthwise-taps-tmp", s, self.rows))
+        self.macs = s.n * oh * ow * s.c * (s.kh * s.kw + 1)
+
+    def prepare(self, f: np.ndarray, bias: np.ndarray | None) -> Weights:
+        """[kh, kw, C, 1] -> [kh, kw, C] contiguous, each tap's C values one run."""
+        return np.ascontiguousarray(f[:, :, :, 0]), bias
+
+    def __call__(self, x: np.ndarray, weights: Weights, relu: bool) -> np.ndarray:
+        s = self.shape
+        taps, bias = weights
+        if self.copy_in:
+            src = scratch(self.padded_key, lambda: _Padded(
+                (s.n, self.need_h, self.need_w, s.c), s.dtype)).values
+            pt, pl = s.rows.pad_before, s.cols.pad_before
+            src[:, pt:pt + self.in_h, pl:pl + self.in_w] = x[:, :self.in_h, :self.in_w]
+        else:
+            src = x
+        out = np.empty(s.out_shape, s.dtype)
+        (sh, sw), (dh, dw) = s.strides, s.dilations
+        ow = s.cols.out
+        col_end = (ow - 1) * sw + 1
+
+        def chunk(index: int) -> None:
+            b, r0, r1 = self.chunks[index]
+            rows = r1 - r0
+            o = out[b, r0:r1]
+            tmp = scratch(self.tmp_key, lambda: _Padded((self.rows, ow, s.c), s.dtype))
+            t = tmp.values[:rows]
+            first = True
+            for i in range(s.kh):
+                y0 = r0 * sh + i * dh
+                window_rows = src[b, y0:y0 + (rows - 1) * sh + 1:sh]
+                for j in range(s.kw):
+                    window = window_rows[:, j * dw:j * dw + col_end:sw]
+                    if first:
+                        np.multiply(window, taps[i, j], out=o)
+                        first = False
+                    else:
+                        np.multiply(window, taps[i, j], out=t)
+                        np.add(o, t, out=o)
+            if bias is not None:
+                np.add(o, bias, out=o)
+            if relu:
+                relu_(o)
+
+        if worth_threads(self.macs):
+            run_blocks(chunk, len(self.chunks))
+        else:
+            for index in range(len(self.chunks)):
+                chunk(index)
+        return out
+
+
+def choose_depthwise(shape: DepthwiseShape) -> Depthwise | DepthwiseTaps:
+    s = shape
+    empty = s.n == 0 or s.rows.out == 0 or s.cols.out == 0 or s.c == 0 or s.kh * s.kw == 0
+    if s.multiplier == 1 and s.c >= TAPS_MIN_CHANNELS and not empty:
+        return DepthwiseTaps(shape)
+    return Depthwise(shape)

@@ -94,8 +94,10 @@ CONV = [
 ]
 DEPTHWISE = [
     ("depthwise", (1, 56, 56, 96), (3, 3, 96, 1), (1, 1), "SAME"),
-    # Blocks of unequal width (images 0-4, then 5-7), as in Xception at batch 8.
-    ("depthwise_unequal_blocks", (8, 19, 19, 256), (3, 3, 256, 1), (1, 1), "SAME"),
+    # The grid way (a multiplier of 2), on blocks of unequal width: images 0-4, then 5-7.
+    ("depthwise_grid_unequal_blocks", (8, 19, 19, 128), (3, 3, 128, 2), (1, 1), "SAME"),
+    # The tap-by-tap way, its chunks of rows shared out.
+    ("depthwise_taps", (8, 19, 19, 256), (3, 3, 256, 1), (1, 1), "SAME"),
     ("depthwise_strided_multiplier", (2, 29, 29, 40), (5, 5, 40, 2), (2, 2), "SAME"),
 ]
 

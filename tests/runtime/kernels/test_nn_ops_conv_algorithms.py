@@ -28,6 +28,12 @@ from runtime.kernels.nn_ops_conv_gemm import (
     Pointwise,
     choose,
 )
+from runtime.kernels.nn_ops_depthwise import (
+    Depthwise,
+    DepthwiseShape,
+    DepthwiseTaps,
+    choose_depthwise,
+)
 from runtime.kernels.registry import instantiate
 
 RNG = np.random.default_rng(11)
@@ -126,6 +132,14 @@ def conv_shape(x_shape, f_shape, strides, dilations, padding, explicit=None):
         cols = window(w, kw, strides[1], dilations[1], padding)
     return ConvShape(n, h, w, fc, kh, kw, o // (c // fc), strides, dilations, rows, cols,
                      np.dtype(F32))
+
+
+def depthwise_shape(x_shape, f_shape, strides, dilations, padding, explicit=None):
+    n, h, w, c = x_shape
+    kh, kw, _, m = f_shape
+    shape = conv_shape(x_shape, (kh, kw, c, c * m), strides, dilations, padding, explicit)
+    return DepthwiseShape(n, h, w, c, kh, kw, m, strides, dilations, shape.rows, shape.cols,
+                          np.dtype(F32))
 
 
 # --- Conv2D ------------------------------------------------------------------------------------
@@ -302,7 +316,8 @@ def _activation(name: str, y: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("op,c", [("_FusedConv2D", 3), ("_FusedConv2D", 8),
-                                  ("_FusedDepthwiseConv2dNative", 3)])
+                                  ("_FusedDepthwiseConv2dNative", 3),
+                                  ("_FusedDepthwiseConv2dNative", 64)])  # tap by tap
 @pytest.mark.parametrize("fused_ops", [["BiasAdd"], ["BiasAdd", "Relu"], ["BiasAdd", "Relu6"],
                                        ["BiasAdd", "Relu", "Mul", "AddV2"],
                                        ["BiasAdd", "Relu", "AddV2"], ["BiasAdd", "Elu", "Mul"]])
@@ -310,8 +325,9 @@ def test_fused_conv_epilogues(op, c, fused_ops) -> None:
     depthwise = op == "_FusedDepthwiseConv2dNative"
     x = normal(3, 8, 7, c)
     x[0, 2, 3, 0] = np.nan  # TensorFlow's fused Relu maps NaN to 0
-    f = normal(3, 3, c, 2) if depthwise else normal(3, 3, c, 5)
-    channels = c * 2 if depthwise else 5
+    multiplier = 1 if c >= 64 else 2
+    f = normal(3, 3, c, multiplier) if depthwise else normal(3, 3, c, 5)
+    channels = c * multiplier if depthwise else 5
     bias, scale, shift = normal(channels), normal(channels), normal(channels)
     args = [bias] + [{"Mul": scale, "AddV2": shift}[name] for name in fused_ops[2:]]
     attrs = {**conv_attrs((1, 1), (1, 1), "SAME"), "fused_ops": fused_ops,
@@ -356,12 +372,23 @@ DEPTHWISE_CASES = [
     ("many_channels", (2, 6, 6, 33), (3, 3, 33, 1), (1, 1), (1, 1), "SAME", None),
     ("blocks", (50, 9, 9, 3), (3, 3, 3, 2), (1, 1), (1, 1), "SAME", None),
     ("large_image", (1, 60, 50, 2), (3, 3, 2, 1), (1, 1), (1, 1), "SAME", None),
+    # Tap by tap (one filter per channel, many channels).
+    ("taps_same", (2, 9, 10, 64), (3, 3, 64, 1), (1, 1), (1, 1), "SAME", None),
+    ("taps_strided_valid", (1, 15, 14, 96), (3, 3, 96, 1), (2, 2), (1, 1), "VALID", None),
+    ("taps_5x5_s2_same", (2, 11, 12, 80), (5, 5, 80, 1), (2, 2), (1, 1), "SAME", None),
+    ("taps_dilated", (1, 12, 11, 64), (3, 2, 64, 1), (1, 1), (2, 3), "SAME", None),
+    ("taps_explicit", (2, 6, 7, 64), (3, 3, 64, 1), (1, 2), (1, 1), "EXPLICIT",
+     ((1, 2), (3, 0))),
+    ("taps_many_chunks", (3, 70, 65, 64), (3, 3, 64, 1), (1, 1), (1, 1), "SAME", None),
 ]
 
 
 @pytest.mark.parametrize("case", DEPTHWISE_CASES, ids=[c[0] for c in DEPTHWISE_CASES])
 def test_depthwise_matches_definition(case) -> None:
-    _, x_shape, f_shape, strides, dilations, padding, explicit = case
+    name, x_shape, f_shape, strides, dilations, padding, explicit = case
+    shape = depthwise_shape(x_shape, f_shape, strides, dilations, padding, explicit)
+    chosen = choose_depthwise(shape)
+    assert type(chosen) is (DepthwiseTaps if name.startswith("taps") else Depthwise)
     x, f = normal(*x_shape), normal(*f_shape)
     pads = pads_of(padding, x_shape[1:3], f_shape[:2], strides, dilations, explicit)
     expected = reference_depthwise(x, f, strides, dilations, pads)
