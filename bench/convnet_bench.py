@@ -16,8 +16,7 @@ For each model, one engine at a time:
    ``tf.saved_model.load(dir).signatures["serving_default"]`` eagerly (numpy in and out), ``tf1``
    is the session path TensorFlow Serving takes. Its peak RSS comes from ``wait4``.
 2. Our runtime in this process (TensorFlow is never imported here): ``session.run`` on the
-   signature's tensors, threads set with ``runtime.intra_op.set_threads(n)``. Where that
-   function is missing, only 1 thread is timed and the other cells show ``-``. BLAS stays
+   signature's tensors, threads set with ``runtime.intra_op.set_threads(n)``. BLAS stays
    single-threaded, as in the daemon (``serving/__init__.py``). Before timing at each thread
    count, its outputs are compared with TensorFlow's recorded ones (largest |difference|), and
    those of the last timed call as well.
@@ -40,8 +39,6 @@ import ctypes
 import dataclasses
 import datetime
 import gc
-import importlib
-import importlib.util
 import json
 import platform
 import resource
@@ -64,6 +61,7 @@ from bench import ours
 from bench.report import Notes, _render
 from bench.tensors import leading_dim, max_abs_diff, tile_rows
 from bench.timing import Budget, measure
+from runtime import intra_op
 
 MODELS = ("resnet50", "mobilenet", "mobilenet_v2", "efficientnet_b0", "xception")
 CACHE = ROOT / "bench" / ".cache"
@@ -205,18 +203,6 @@ def run_tf(
 # -- our runtime (this process) ------------------------------------------------------------------
 
 
-def thread_setter() -> Callable[[int], None] | None:
-    """``runtime.intra_op.set_threads`` when the runtime has it."""
-    try:
-        if importlib.util.find_spec("runtime.intra_op") is None:
-            return None
-        module = importlib.import_module("runtime.intra_op")
-    except ImportError:
-        return None
-    setter = getattr(module, "set_threads", None)
-    return setter if callable(setter) else None
-
-
 def reset_peak_rss() -> bool:
     """Restart the kernel's peak-RSS mark for this process (Linux 4.0+), so a model's peak is
     its own rather than the largest model's so far."""
@@ -255,8 +241,7 @@ class KeepLast:
 
 
 def run_ours(
-    model_dir: Path, cases: dict[int, Case], threads: list[int],
-    set_threads: Callable[[int], None] | None, budget: Budget, name: str,
+    model_dir: Path, cases: dict[int, Case], threads: list[int], budget: Budget, name: str,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"cells": {}, "diff": {}}
     gc.collect()
@@ -269,12 +254,7 @@ def run_ours(
         return out
     out["load_ms"] = model.load_ms
     for n in threads:
-        if n != 1 and set_threads is None:
-            for batch in cases:
-                out["cells"][f"{batch}/{n}"] = {"status": "-", "reason": "no set_threads"}
-            continue
-        if set_threads is not None:
-            set_threads(n)
+        intra_op.set_threads(n)
         for batch, (inputs, expected) in cases.items():
             key = f"{batch}/{n}"
             try:
@@ -291,8 +271,7 @@ def run_ours(
                 continue
             out["cells"][key] = {"stats": stats.as_dict()}
             progress(f"[ours] {name} b={batch} threads {n}: {stats.median_us / 1000:.1f} ms")
-    if set_threads is not None:
-        set_threads(1)
+    intra_op.set_threads(1)
     out["peak_rss_mib"] = peak_rss_mib(reset)
     out["peak_rss_scope"] = "model" if reset else "process"
     del model
@@ -400,7 +379,7 @@ def memory_table(results: dict[str, Any], args: argparse.Namespace) -> str:
     return _render(rows, header, right_from=1)
 
 
-def environment(args: argparse.Namespace, budget: Budget, threaded: bool,
+def environment(args: argparse.Namespace, budget: Budget,
                 versions: dict[str, str], build_s: float) -> dict[str, Any]:
     return {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -412,7 +391,6 @@ def environment(args: argparse.Namespace, budget: Budget, threaded: bool,
         "tensorflow": versions,
         "tf_engine": args.tf_engine,
         "threads": args.threads,
-        "graphserve_set_threads": threaded,
         "blas_threads": {v: os.environ.get(v) for v in
                          ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
         "budget": dataclasses.asdict(budget),
@@ -424,14 +402,12 @@ def header(env: dict[str, Any]) -> str:
     load = " ".join(f"{x:.2f}" for x in env["load_average"])
     tf = env["tensorflow"].get("tensorflow", "?")
     b = env["budget"]
-    gs = ("runtime.intra_op.set_threads(n)" if env["graphserve_set_threads"]
-          else "no runtime.intra_op.set_threads: 1 thread only")
     engine = {"tf2": "eager signature call", "tf1": "session.run"}[env["tf_engine"]]
     return "\n".join([
         f"convnet benchmark  {env['date']}  {env['cpus']} CPUs  load avg {load}",
         f"python {env['python']}, numpy {env['numpy']}; TensorFlow {tf} ({engine})",
         f"models: {BUILT_MODELS.relative_to(ROOT)} (make_bench_models.py: {env['build_s']:.1f} s)",
-        (f"threads: TF intra-op = inter-op = n; graphserve: {gs}, "
+        (f"threads: TF intra-op = inter-op = n; graphserve: runtime.intra_op.set_threads(n), "
          f"OPENBLAS_NUM_THREADS={env['blas_threads']['OPENBLAS_NUM_THREADS']}"),
         (f"cells: median/p90 ms per call after {b['warmup_calls']} warm-up calls, "
          f"{b['seconds']} s and at least {b['min_calls']} calls (a slow cell stops after "
@@ -446,7 +422,6 @@ def main(argv: list[str]) -> int:
     budget = QUICK_BUDGET if args.quick else BUDGET
     CACHE.mkdir(parents=True, exist_ok=True)
     errors, build_s = build_models(args.models, args.tf_python)
-    set_threads = thread_setter()
     results: dict[str, Any] = {}
     versions: dict[str, str] = {}
     scratch = Path(tempfile.mkdtemp(prefix="convnet-", dir=CACHE))
@@ -473,13 +448,13 @@ def main(argv: list[str]) -> int:
                     entry["tf"][str(n)] = run_tf(name, model_dir, files, n, args, budget,
                                                  scratch, log)
                     versions = versions or entry["tf"][str(n)]["versions"]
-                entry["ours"] = run_ours(model_dir, cases, args.threads, set_threads, budget,
+                entry["ours"] = run_ours(model_dir, cases, args.threads, budget,
                                          name)
                 results[name] = entry
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    env = environment(args, budget, set_threads is not None, versions, build_s)
+    env = environment(args, budget, versions, build_s)
     print(header(env))
     print()
     print(latency_table(results, args))

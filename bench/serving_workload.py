@@ -134,22 +134,28 @@ def _rest_outputs(answer: object, want: dict[str, np.ndarray]) -> dict[str, np.n
     return {alias: np.asarray(predictions)}
 
 
-def check_rest(work: Workload, port: int) -> dict[str, object]:
-    """One predict over REST; raises TryAgain while the model loads (404/503)."""
+def _post(port: int, path: str, body: bytes) -> bytes:
+    """The body of a 200 answer to a JSON POST; raises TryAgain while the model loads
+    (404/503), ValueError for any other status."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=CHECK_TIMEOUT_S)
     try:
-        connection.request("POST", work.rest_path, body=work.rest_body,
-                           headers={"Content-Type": "application/json"})
+        connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
         response = connection.getresponse()
-        body = response.read()
+        answer = response.read()
     except http.client.HTTPException as err:
         raise TryAgain(str(err)) from err
     finally:
         connection.close()
     if response.status in (404, 503):
-        raise TryAgain(f"HTTP {response.status}: {body[:200]!r}")
+        raise TryAgain(f"HTTP {response.status}: {answer[:200]!r}")
     if response.status != 200:
-        raise ValueError(f"HTTP {response.status}: {body[:300]!r}")
+        raise ValueError(f"HTTP {response.status}: {answer[:300]!r}")
+    return answer
+
+
+def check_rest(work: Workload, port: int) -> dict[str, object]:
+    """One predict over REST; raises TryAgain while the model loads (404/503)."""
+    body = _post(port, work.rest_path, work.rest_body)
     diff = _compare(_rest_outputs(json.loads(body), work.expected), work.expected)
     return {"max_abs_diff": diff, "response": body}
 
@@ -162,20 +168,7 @@ def _v2_rest_outputs(answer: object) -> dict[str, np.ndarray]:
 
 def check_rest_v2(work: Workload, port: int) -> dict[str, object]:
     """One v2 infer over REST; raises TryAgain while the model loads."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=CHECK_TIMEOUT_S)
-    try:
-        connection.request("POST", work.v2_rest_path, body=work.v2_rest_body,
-                           headers={"Content-Type": "application/json"})
-        response = connection.getresponse()
-        body = response.read()
-    except http.client.HTTPException as err:
-        raise TryAgain(str(err)) from err
-    finally:
-        connection.close()
-    if response.status in (404, 503):
-        raise TryAgain(f"HTTP {response.status}: {body[:200]!r}")
-    if response.status != 200:
-        raise ValueError(f"HTTP {response.status}: {body[:300]!r}")
+    body = _post(port, work.v2_rest_path, work.v2_rest_body)
     diff = _compare(_v2_rest_outputs(json.loads(body)), work.expected)
     return {"max_abs_diff": diff, "response": body}
 

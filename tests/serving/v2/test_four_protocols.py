@@ -4,9 +4,6 @@ Triton's own client). Each answer is also compared with TensorFlow's recorded ou
 
 from __future__ import annotations
 
-import base64
-import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +15,9 @@ import pytest
 from protos.tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from runtime.tensor_codec import make_tensor_proto, to_ndarray
 from tests.serving.rest.server_process import ServerProcess
-from tests.serving.support import FIXTURE_MODELS, REPO, expected_cases
+from tests.serving.support import FIXTURE_MODELS, expected_cases
+from tests.serving.v2.support import output_array, run_triton
 
-TRITON_PYTHON = REPO / ".venv-triton" / "bin" / "python"
-CLIENT = REPO / "tests" / "serving" / "v2" / "triton_client.py"
 # Two float32 inputs and an int64 one; strings in, int64 and float32 out.
 CASES = (("functional_multi_io", "batch4"), ("keras_string_lookup", "batch4"))
 DATATYPES = {"float32": "FP32", "int64": "INT64"}
@@ -84,31 +80,17 @@ def _triton(server: ServerProcess, work: Path) -> dict[str, dict[str, np.ndarray
         for protocol in ("http", "grpc"):
             calls.append({"id": f"{protocol}/{model}", "protocol": protocol, "op": "infer",
                           "model": model, "inputs": inputs})
-    np.savez(work / "in.npz", **arrays)
-    (work / "plan.json").write_text(json.dumps({
-        "http": f"127.0.0.1:{server.port}", "grpc": f"127.0.0.1:{server.grpc_port}",
-        "arrays": str(work / "in.npz"), "out_arrays": str(work / "out.npz"), "calls": calls,
-    }))
-    run = subprocess.run([str(TRITON_PYTHON), str(CLIENT), str(work / "plan.json")],
-                         check=False, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-5000:]
+    results, out = run_triton(server, work, arrays, calls)
     answers: dict[str, dict[str, np.ndarray]] = {}
-    with np.load(work / "out.npz", allow_pickle=False) as out:
-        for result in json.loads(run.stdout):
-            assert result["ok"], result
-            answers[result["id"]] = {
-                name: (np.asarray([base64.b64decode(v) for v in info["bytes"]], dtype=object)
-                       .reshape(info["shape"]) if "bytes" in info else out[info["key"]])
-                for name, info in result["outputs"].items()
-            }
+    for call_id, result in results.items():
+        assert result["ok"], result
+        answers[call_id] = {name: output_array(result, name, out) for name in result["outputs"]}
     return answers
 
 
 def test_the_same_request_gives_the_same_numbers_over_all_four_protocols(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    if not TRITON_PYTHON.exists():
-        pytest.skip("needs Triton's client environment (.venv-triton)")
     v2 = _triton(server, tmp_path)
     for model, case in CASES:
         recorded = _recorded(model, case)

@@ -9,12 +9,9 @@ does: typed ``contents``, and requests that are wrong in every way a client can 
 
 from __future__ import annotations
 
-import base64
-import json
 import shutil
 import signal
 import struct
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,10 +28,9 @@ from protos.inference import grpc_service_pb2_grpc
 from serving.grpc import inference_wire
 from serving.requests import inference_v2
 from tests.serving.rest.server_process import ServerProcess
-from tests.serving.support import FIXTURE_MODELS, REPO, expected_cases
+from tests.serving.support import FIXTURE_MODELS, expected_cases
+from tests.serving.v2.support import Results, output_array, run_triton
 
-TRITON_PYTHON = REPO / ".venv-triton" / "bin" / "python"
-TRITON_CLIENT = REPO / "tests" / "serving" / "v2" / "triton_client.py"
 SERVICE = "inference.GRPCInferenceService"
 METRICS_PATH = "/metrics"
 
@@ -174,27 +170,13 @@ def triton_plan() -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
 @pytest.fixture(scope="module")
 def triton(
     server: ServerProcess, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray]]:
+) -> tuple[Results, dict[str, np.ndarray]]:
     """Every call of the plan, made by Triton's client: (results by call id, output arrays)."""
-    if not TRITON_PYTHON.exists():
-        pytest.skip("needs Triton's client environment (.venv-triton)")
-    work = tmp_path_factory.mktemp("triton_client")
     arrays, calls = triton_plan()
     for call in calls:
         call["protocol"] = "grpc"
-    np.savez(work / "in.npz", **arrays)
-    (work / "plan.json").write_text(json.dumps({
-        "grpc": f"127.0.0.1:{server.grpc_port}", "arrays": str(work / "in.npz"),
-        "out_arrays": str(work / "out.npz"), "calls": calls,
-    }))
-    run = subprocess.run([str(TRITON_PYTHON), str(TRITON_CLIENT), str(work / "plan.json")],
-                         check=False, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-5000:]
-    results = {r["id"]: r for r in json.loads(run.stdout)}
-    assert list(results) == [c["id"] for c in calls]
-    with np.load(work / "out.npz", allow_pickle=False) as data:
-        outputs = {key: data[key] for key in data.files}
-    return results, outputs
+    return run_triton(server, tmp_path_factory.mktemp("triton_client"), arrays, calls,
+                      timeout_s=120)
 
 
 def ok(triton: Any, call_id: str) -> dict[str, Any]:
@@ -206,14 +188,8 @@ def ok(triton: Any, call_id: str) -> dict[str, Any]:
 def triton_outputs(triton: Any, call_id: str) -> dict[str, np.ndarray]:
     """The outputs Triton's client decoded, by name (BYTES as ``S`` arrays)."""
     result = ok(triton, call_id)
-    arrays = {}
-    for name, info in result["outputs"].items():
-        if "bytes" in info:
-            values = [base64.b64decode(v) for v in info["bytes"]]
-            arrays[name] = np.array(values, dtype=bytes).reshape(info["shape"])
-        else:
-            arrays[name] = triton[1][info["key"]]
-    return arrays
+    return {name: output_array(result, name, triton[1], strings=bytes)
+            for name in result["outputs"]}
 
 
 def test_health_and_server_metadata(triton: Any) -> None:

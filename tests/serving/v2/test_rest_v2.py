@@ -9,14 +9,11 @@ limits, the request metrics and the errors.
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import struct
-import subprocess
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,10 +26,9 @@ from serving.requests.inference_v2 import InferOutput, InferRequest, InferRespon
 from serving.rest.content_coding import accepted
 from serving.rest.v2_codec import InferBody, encode_infer_response
 from tests.serving.rest.server_process import ServerProcess
-from tests.serving.support import FIXTURE_MODELS, REPO, expected_cases
+from tests.serving.support import FIXTURE_MODELS, expected_cases
+from tests.serving.v2.support import Results, output_array, run_triton
 
-TRITON_PYTHON = REPO / ".venv-triton" / "bin" / "python"
-CLIENT = REPO / "tests" / "serving" / "v2" / "triton_client.py"
 MODELS = ("functional_multi_io", "keras_string_lookup", "tf1_vocab_lookup", "multi_signature",
           "regex_model")
 LABEL = "stable"  # keras_string_lookup's label for version 1
@@ -155,31 +151,10 @@ def triton_plan() -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
 @pytest.fixture(scope="module")
 def triton(
     server: ServerProcess, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray]]:
+) -> tuple[Results, dict[str, np.ndarray]]:
     """The plan's results by call id, and the numeric outputs by key."""
-    if not TRITON_PYTHON.exists():
-        pytest.skip("needs Triton's client environment (.venv-triton)")
-    work: Path = tmp_path_factory.mktemp("triton")
     arrays, calls = triton_plan()
-    np.savez(work / "in.npz", **arrays)
-    (work / "plan.json").write_text(json.dumps({
-        "http": f"127.0.0.1:{server.port}", "arrays": str(work / "in.npz"),
-        "out_arrays": str(work / "out.npz"), "calls": calls,
-    }))
-    run = subprocess.run([str(TRITON_PYTHON), str(CLIENT), str(work / "plan.json")],
-                         check=False, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    results = {r["id"]: r for r in json.loads(run.stdout)}
-    with np.load(work / "out.npz", allow_pickle=False) as out:
-        return results, {key: out[key] for key in out.files}
-
-
-def output_array(result: dict[str, Any], name: str, out: dict[str, np.ndarray]) -> np.ndarray:
-    info = result["outputs"][name]
-    if "bytes" in info:
-        values = [base64.b64decode(v) for v in info["bytes"]]
-        return np.array(values, dtype=object).reshape(info["shape"])
-    return out[info["key"]]
+    return run_triton(server, tmp_path_factory.mktemp("triton"), arrays, calls, timeout_s=120)
 
 
 def check_outputs(result: dict[str, Any], expected: dict[str, np.ndarray],
