@@ -99,6 +99,14 @@ class ResourceManager:
     def variables(self) -> list[Variable]:
         return list(self._variables.values())
 
+    def drop_variables(self, keep: Callable[[Variable], bool]) -> int:
+        """Forget the variables ``keep`` rejects; how many went."""
+        with self._lock:
+            dropped = [key for key, var in self._variables.items() if not keep(var)]
+            for key in dropped:
+                del self._variables[key]
+        return len(dropped)
+
     def table(
         self, container: str, name: str, create: Callable[[], LookupTable]
     ) -> LookupTable:

@@ -398,8 +398,10 @@ def load_saved_model(
     serving_graph = graph
     if optimize:
         from runtime.optimize import optimize_for_serving
+        from runtime.optimize.freeze import drop_unused_variables
 
         serving_graph = optimize_for_serving(graph, protected, load_session.resources)
+        drop_unused_variables(serving_graph, load_session.resources)
     session = Session(serving_graph, load_session.resources)
     return LoadedModel(base, tags, meta_graph, signatures, session, fetch_instead)
 

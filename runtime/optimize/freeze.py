@@ -4,6 +4,10 @@ After restore and init, a serving graph only reads its variables. Replacing each
 restored value lets constant folding and fusion see the weights, and removes the per-call reads.
 A variable that any remaining node could write (an Assign* op, or any other stateful consumer of
 its handle) is left alone.
+
+Once the serving graph is final, ``drop_unused_variables`` forgets the variables it no longer
+names: a frozen weight that folding replaced (a convolution's kernel, once batch norm is folded
+into it) would otherwise stay in memory beside its folded copy for as long as the model serves.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import numpy as np
 from runtime.dtypes import DataType, from_numpy
 from runtime.graph import Graph, Node, TensorRef
 from runtime.optimize.context import PassContext
-from runtime.resources import Variable
+from runtime.resources import ResourceManager, Variable
 
 # Ops that take a variable handle and only read through it.
 _READERS = frozenset(
@@ -95,3 +99,26 @@ def _const(node: Node, var: Variable) -> Node:
         {"value": value, "dtype": from_numpy(value.dtype)},
         node.device,
     )
+
+
+def drop_unused_variables(graph: Graph, resources: ResourceManager) -> int:
+    """Forget every variable no variable node of ``graph`` names; how many were dropped. A
+    graph whose function library makes variables of its own keeps them all."""
+    if any(_makes_variables(function) for function in graph.functions.values()):
+        return 0
+    named = {
+        (node.attrs.get("container", ""), node.attrs.get("shared_name") or node.name)
+        for node in graph
+        if node.op in _VARIABLES
+    }
+    return resources.drop_variables(lambda var: (var.container, var.name) in named)
+
+
+def _makes_variables(function: object) -> bool:
+    """Whether a library function (a FunctionDef, or a ``FunctionBody`` once optimized) has a
+    variable node; one of neither kind counts as having one."""
+    body = getattr(function, "graph", None)
+    nodes = body if isinstance(body, Graph) else getattr(function, "node_def", None)
+    if nodes is None:
+        return True
+    return any(node.op in _VARIABLES for node in nodes)
