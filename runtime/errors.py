@@ -124,3 +124,11 @@ def from_memory_error(err: MemoryError, what: str = "") -> ResourceExhaustedErro
         return ResourceExhaustedError(f"OOM when allocating {what}")
     detail = str(err)
     return ResourceExhaustedError(f"OOM when allocating memory: {detail}" if detail else "OOM")
+
+
+def error_for_code(code: Code, message: str) -> OpError:
+    """The OpError subclass of ``code`` carrying ``message`` (a status read back from elsewhere)."""
+    for cls in OpError.__subclasses__():
+        if cls.code is code:
+            return cls(message)
+    return UnknownError(message)

@@ -171,15 +171,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if parsed.unknown:
         print(f"unknown argument: {parsed.unknown[0]}\n{usage()}", end="")
+    from serving.workers.role import WorkerRole
+
+    role = WorkerRole.from_env()
     # Before anything logs (options_from_flags warns about flags without effect).
     defaults = ServerOptions()
     configure(
         parsed.values.get("log_level", defaults.log_level),
         parsed.values.get("log_format", defaults.log_format),
+        worker=role.index if role is not None else None,
     )
+    options = options_from_flags(parsed.values)
+    if options.workers > 1 and role is None:
+        # The supervisor serves nothing: it never imports the server, so it stays small.
+        from serving.workers.supervisor import supervise
+
+        return supervise(args, options)
     from serving.server import serve
 
-    return serve(options_from_flags(parsed.values))
+    return serve(options)
 
 
 if __name__ == "__main__":

@@ -123,6 +123,9 @@ class ServerOptions:
     # how many run at once (0: one), and a load running 10 s stops counting against the cap,
     # so a hung load never holds the others back for good.
     num_load_threads: int = 0
+    # Beyond TensorFlow Serving: worker processes answering on the same ports under one
+    # supervisor, each version's weights mapped once for all (serving/workers); 1: one process.
+    workers: int = 1
     # Threads one kernel of a run may use (serving/parallelism.py); 0: automatic.
     tensorflow_session_parallelism: int = 0
     tensorflow_intra_op_parallelism: int = 0

@@ -6,7 +6,8 @@ is an object. ``text`` is the historical
 ``<asctime> <LEVEL> <logger>: <message>`` line; ``json`` writes one object per line with
 ``time`` (RFC 3339, UTC, milliseconds), ``level``, ``logger``, ``message``, ``model`` and
 ``version`` when the record carries them (``extra=servable_extra(id)``), and ``exception``
-(the formatted traceback) when there is one.
+(the formatted traceback) when there is one. A worker of ``--workers`` says which it is: text
+lines name it after the logger (``graphserve[worker 1]:``), JSON objects carry ``worker``.
 
 The formatting is pure (``json_fields``, ``format_time``); ``configure`` is the thin shell,
 called once at start-up before anything logs.
@@ -35,8 +36,9 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Third-party loggers that must not keep handlers of their own: they propagate to ours.
 _FOREIGN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "grpc", "py.warnings")
 
-# Record attributes that name the servable a line is about (set through ``extra=``).
-_SERVABLE_FIELDS = ("model", "version")
+# Record attributes that name the servable a line is about (set through ``extra=``), and the
+# worker process that wrote it.
+_SERVABLE_FIELDS = ("model", "version", "worker")
 
 
 def servable_extra(name: str, version: int) -> dict[str, Any]:
@@ -106,9 +108,21 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(json_fields(record, exception), ensure_ascii=False, default=str)
 
 
-def formatter(fmt: str) -> logging.Formatter:
+class _WorkerTag(logging.Filter):
+    def __init__(self, worker: int) -> None:
+        super().__init__()
+        self.worker = worker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.worker = self.worker
+        return True
+
+
+def formatter(fmt: str, worker: int | None = None) -> logging.Formatter:
     """The formatter of ``--log_format``; ValueError for an unknown one."""
     if fmt == "text":
+        if worker is not None:
+            return logging.Formatter(TEXT_FORMAT.replace("%(name)s", "%(name)s[worker %(worker)d]"))
         return logging.Formatter(TEXT_FORMAT)
     if fmt == "json":
         return JsonFormatter()
@@ -146,15 +160,23 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
 _OURS = "_graphserve_log_handler"
 
 
-def configure(level: str = "info", fmt: str = "text", stream: TextIO | None = None) -> None:
+def configure(
+    level: str = "info",
+    fmt: str = "text",
+    stream: TextIO | None = None,
+    worker: int | None = None,
+) -> None:
     """Send every log record at ``level`` or above to ``stream`` (default: stderr) in format
     ``fmt``, through one handler on the root logger that replaces the one an earlier call
-    installed. Raises ValueError for an unknown level or format, changing nothing."""
+    installed; ``worker``: the index of the worker process writing. Raises ValueError for an
+    unknown level or format, changing nothing."""
     number = level_number(level)
     handler: logging.Handler = (
         _StderrHandler() if stream is None else logging.StreamHandler(stream)
     )
-    handler.setFormatter(formatter(fmt))
+    handler.setFormatter(formatter(fmt, worker))
+    if worker is not None:
+        handler.addFilter(_WorkerTag(worker))
     setattr(handler, _OURS, True)
     root = logging.getLogger()
     for old in list(root.handlers):

@@ -3,7 +3,8 @@
 
 As in TensorFlow Serving: the intra-op flag, else the session flag, sets the threads of one op;
 0 is automatic; giving all three is an error. Automatic is every core (at most
-``AUTOMATIC_MAX``): a big kernel (a
+``AUTOMATIC_MAX``), shared out over ``--workers`` processes (each worker its share, at least
+one): a big kernel (a
 convolution or dense product of millions of multiply-adds) spreads its blocks over them, which
 on 2 cores makes one big convolution 1.5-1.8x faster, and small kernels never fan out
 (``runtime.intra_op``). Ops run one after another in a run (its plan is straight-line code), so
@@ -38,6 +39,9 @@ class ParallelismFlags(Protocol):
     @property
     def tensorflow_inter_op_parallelism(self) -> int: ...
 
+    @property
+    def workers(self) -> int: ...
+
 
 def intra_op_threads(flags: ParallelismFlags, cpus: int | None = None) -> int:
     """Threads per kernel the flags ask for; raises InvalidArgumentError as upstream does."""
@@ -48,4 +52,5 @@ def intra_op_threads(flags: ParallelismFlags, cpus: int | None = None) -> int:
     wanted = intra if intra > 0 else session
     if wanted > 0:
         return wanted
-    return max(1, min(AUTOMATIC_MAX, cpus if cpus is not None else (os.cpu_count() or 1)))
+    cores = cpus if cpus is not None else (os.cpu_count() or 1)
+    return max(1, min(AUTOMATIC_MAX, cores // max(flags.workers, 1)))

@@ -13,10 +13,15 @@ health NOT_SERVING) and loads in progress are abandoned; the listeners keep acce
 ``--drain_delay_seconds``, then both stop accepting and finish their requests in flight side by
 side within ``--drain_grace_seconds``; then the models are unloaded and the process exits 0. A
 second signal exits at once.
+
+With ``--workers`` above 1 this runs in each worker process (``serving.workers``): its listeners
+share their ports with the other workers', its versions' weights come from the shared store, and
+a reload or a scrape reaches the other workers through ``WorkerLink``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -33,6 +38,8 @@ from serving.metrics.setup import observe_requests, rest_metrics
 from serving.open_files import raise_open_file_limit
 from serving.parallelism import intra_op_threads
 from serving.shutdown import ShutdownSignals
+from serving.workers.link import WorkerLink, labels_when_ready, reloaded_configs
+from serving.workers.role import WorkerRole
 
 if TYPE_CHECKING:
     from serving.grpc.server import GrpcServer
@@ -46,9 +53,13 @@ EXIT_START_FAILED = 255  # tensorflow_model_server returns -1
 _STOPPED_WAIT_S = 2.0
 
 
-def build_core(options: ServerOptions) -> tuple[ServerCore, ConfigFileWatcher | None]:
+def build_core(
+    options: ServerOptions, role: WorkerRole | None = None
+) -> tuple[ServerCore, ConfigFileWatcher | None]:
     """The core with the initial config applied, and the config file's watcher (not started).
-    Raises OpError for an invalid command line or config; nothing is left running then."""
+    Raises OpError for an invalid command line or config; nothing is left running then. A
+    worker (``role``) maps weights from the shared store and starts from the model list a
+    ReloadConfig last set, if one has."""
     if options.batching_parameters_file and not options.enable_batching:
         raise InvalidArgumentError(
             "--batching_parameters_file is set but --enable_batching is not"
@@ -59,9 +70,21 @@ def build_core(options: ServerOptions) -> tuple[ServerCore, ConfigFileWatcher | 
             options.model_name, options.model_base_path,
         )
     configs = model_configs(options)
-    core = ServerCore(CoreOptions.from_server_options(options))
+    core_options = CoreOptions.from_server_options(options)
+    reloaded = None
+    if role is not None:
+        reloaded = reloaded_configs(role)
+        configs = reloaded or configs
+        core_options = dataclasses.replace(core_options, weight_store=role.weights_dir)
+    core = ServerCore(core_options)
     try:
-        core.reload_config(configs)
+        if role is not None and reloaded:
+            # The other workers serve these labels already; this one applies them once its
+            # versions are in, as the reload that set them could.
+            core.reload_config([dataclasses.replace(c, version_labels={}) for c in configs])
+            labels_when_ready(role, core, configs)
+        else:
+            core.reload_config(configs)
     except BaseException:
         core.close()
         raise
@@ -96,11 +119,16 @@ def _wait_for_initial_models(core: ServerCore, signals: ShutdownSignals) -> OpEr
     return None
 
 
-def _start_rest(core: ServerCore, options: ServerOptions) -> tuple[RestApp, HttpServer]:
+def _start_rest(
+    core: ServerCore, options: ServerOptions, link: WorkerLink | None
+) -> tuple[RestApp, HttpServer]:
     from serving.rest.app import RestOptions, create_app
     from serving.rest.http_server import HttpLimits, HttpServer
 
-    metrics_path, scrape = rest_metrics(core, options)  # OpError: before anything runs
+    # OpError: before anything runs
+    metrics_path, scrape = rest_metrics(
+        core, options, link.peer_snapshots if link is not None else None
+    )
     app = create_app(
         core,
         RestOptions(
@@ -123,6 +151,7 @@ def _start_rest(core: ServerCore, options: ServerOptions) -> tuple[RestApp, Http
             options.rest_api_port,
             HttpLimits.from_server_options(options),
             options.drain_grace_seconds,
+            reuse_port=link is not None,
         )
         log.info(
             "Exporting HTTP/REST API at:%s:%d ...", options.rest_api_host, options.rest_api_port
@@ -148,14 +177,19 @@ def _check_listener_options(core: ServerCore, options: ServerOptions) -> None:
 
 
 def _open_listeners(
-    core: ServerCore, options: ServerOptions
+    core: ServerCore, options: ServerOptions, link: WorkerLink | None
 ) -> tuple[GrpcServer | None, tuple[RestApp, HttpServer] | None]:
     """Start gRPC and REST as the options ask; raises OpError, leaving neither running."""
     grpc_server: GrpcServer | None = None
     if options.port or options.grpc_socket_path:
         from serving.grpc.server import GrpcOptions, start_grpc_server
 
-        grpc_server = start_grpc_server(core, GrpcOptions.from_server_options(options))
+        grpc_options = GrpcOptions.from_server_options(options)
+        if link is not None:
+            grpc_options = dataclasses.replace(grpc_options, reuse_port=True)
+        grpc_server = start_grpc_server(
+            core, grpc_options, link.reload_peers if link is not None else None
+        )
     try:
         if options.rest_api_port == 0:
             log.warning("REST API disabled (--rest_api_port=0); no API is being served")
@@ -166,7 +200,7 @@ def _open_listeners(
                 "port for HTTP/REST API. Skipped exporting HTTP/REST API."
             )
             return grpc_server, None
-        return grpc_server, _start_rest(core, options)
+        return grpc_server, _start_rest(core, options, link)
     except BaseException:
         if grpc_server is not None:
             grpc_server.stop(None).wait()
@@ -174,7 +208,16 @@ def _open_listeners(
 
 
 def serve(options: ServerOptions) -> int:
-    """Run the server; returns the process exit status."""
+    """Run the server, or one worker of ``--workers`` (``serving.workers.supervisor`` runs
+    them); returns the process exit status."""
+    if options.workers < 1:
+        return _start_failed(
+            InvalidArgumentError(f"--workers must be 1 or more; was {options.workers}")
+        )
+    role = WorkerRole.from_env()
+    if role is not None and role.index > 0:
+        # A Unix socket path cannot be shared: the first worker serves it.
+        options = dataclasses.replace(options, grpc_socket_path="")
     configure_allocator()  # first: malloc settings apply to what is allocated after them
     raise_open_file_limit()  # before either listener sizes its connection cap from it
     signals = ShutdownSignals()
@@ -182,9 +225,12 @@ def serve(options: ServerOptions) -> int:
     observe_requests(options)
     try:
         intra_op.set_threads(intra_op_threads(options))
-        core, watcher = build_core(options)
+        core, watcher = build_core(options, role)
     except OpError as err:
         return _start_failed(err)
+    link = WorkerLink(role, core) if role is not None else None
+    if link is not None:
+        link.start()
     grpc_server: GrpcServer | None = None
     rest: tuple[RestApp, HttpServer] | None = None
     try:
@@ -194,11 +240,15 @@ def serve(options: ServerOptions) -> int:
             if failure is not None:
                 raise failure
         if not signals.requested:
-            grpc_server, rest = _open_listeners(core, options)
+            grpc_server, rest = _open_listeners(core, options, link)
+            if link is not None:
+                link.mark_ready()
     except OpError as err:
         if watcher is not None:
             watcher.close()
         core.close()
+        if link is not None:
+            link.close()
         return _start_failed(err)
     if watcher is not None:
         watcher.start()
@@ -207,6 +257,8 @@ def serve(options: ServerOptions) -> int:
             log.error("The REST listener ended unexpectedly; shutting down")
             break
     _stop(core, watcher, grpc_server, rest, options)
+    if link is not None:
+        link.close()
     return 0
 
 

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from runtime.errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
 from serving.batching.params import BatchingParams, read_batching_parameters
@@ -42,6 +42,10 @@ from serving.servable import (
     ServableRequest,
     ServableState,
 )
+from serving.workers.weight_store import WeightStore
+
+if TYPE_CHECKING:
+    from runtime.saved_model import LoadedModel
 
 log = logging.getLogger("graphserve")
 
@@ -71,6 +75,9 @@ class CoreOptions:
     prefer_tflite_model: bool = False
     # Where versions on object storage are downloaded to ("" : a new temporary directory).
     model_cache_dir: str = ""
+    # --workers: the run directory's weight store, where every worker maps one copy of each
+    # version's large constants (None: a single process keeps its own).
+    weight_store: Path | None = None
 
     @classmethod
     def from_server_options(cls, options: ServerOptions) -> CoreOptions:
@@ -144,6 +151,8 @@ def saved_model_loader(
     replays its warmup requests (through the batcher, as upstream) before it is published; a
     warmup failure fails the load. Warmup stops once ``stopping`` is set (shutdown)."""
 
+    store = WeightStore(options.weight_store) if options.weight_store is not None else None
+
     def load(id: ServableId, path: Path) -> Servable:
         from runtime.saved_model import load_saved_model
         from serving.core.warmup import run_warmup
@@ -152,6 +161,8 @@ def saved_model_loader(
         _check_model_format(id, path, prefer_tflite=options.prefer_tflite_model)
         params = _version_batching(options, path) if scheduler is not None else None
         loaded = timed_load(path, lambda: load_saved_model(path, options.tags))
+        if store is not None:
+            _share_weights(store, loaded, id)
         model: Servable
         if params is not None:
             assert scheduler is not None
@@ -171,6 +182,21 @@ def saved_model_loader(
         return model
 
     return load
+
+
+def _share_weights(store: WeightStore, loaded: LoadedModel, id: ServableId) -> None:
+    """Serve the version's large constants from the workers' store; a store that cannot be
+    used leaves them private (more memory, same answers)."""
+    try:
+        shared = store.share(loaded)
+    except OSError as err:
+        log.warning("Weight store unusable for %s, its weights stay private: %s", id, err)
+        return
+    log.info(
+        "%s: %d constants (%.1f MB) served from the workers' shared weight store%s", id,
+        shared.constants, shared.bytes / 1e6,
+        f"; {shared.private} kept private" if shared.private else "",
+    )
 
 
 class ServerCore:

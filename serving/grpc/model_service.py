@@ -13,12 +13,16 @@ upstream.
 
 The wait has no limit of its own (as upstream); it ends when the caller's deadline passes or
 the caller goes away.
+
+With ``--workers``, the worker that takes the RPC applies it, then has every other worker apply
+it (``reload_peers``) and answers once all have: the status is the first failure, and the
+metric increases are summed over the workers.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -61,6 +65,13 @@ class ReloadableCore(ServableManager, Protocol):
     def configs(self) -> Mapping[str, ModelConfig]: ...
 
 
+# (the request, the caller's time left) -> each metric's increase summed over the other workers;
+# raises the first OpError a worker answered.
+ReloadPeers = Callable[
+    [model_management_pb2.ReloadConfigRequest, float | None], dict[str, int]
+]
+
+
 class ModelService:
     def __init__(
         self,
@@ -69,8 +80,10 @@ class ModelService:
         base_dir: Path | None = None,
         poll_s: float = 0.5,
         reload_enabled: bool = True,
+        reload_peers: ReloadPeers | None = None,
     ) -> None:
         self.core = core
+        self.reload_peers = reload_peers
         self.reload_enabled = reload_enabled  # --enable_model_management_rpc
         self.base_dir = base_dir  # relative base paths resolve here; None: the working dir
         self.poll_s = poll_s  # how often a waiting reload checks that its caller still waits
@@ -94,19 +107,30 @@ class ModelService:
     def reload_config(
         self, request: model_management_pb2.ReloadConfigRequest, call: CallContext
     ) -> model_management_pb2.ReloadConfigResponse:
-        names = list(request.metric_names)
-        before = METRICS.counter_totals(names)
         try:
-            self._reload(request, call)
+            increases = self.reload_here(request, call)
+            if self.reload_peers is not None:
+                for name, increase in self.reload_peers(request, call.time_remaining()).items():
+                    increases[name] = increases.get(name, 0) + increase
         except OpError as err:
             log.error("ReloadConfig failed: %s", err.message)
             raise
         response = model_management_pb2.ReloadConfigResponse()
         response.status.SetInParent()  # OK, present as upstream sets it
-        after = METRICS.counter_totals(names)
-        for name in names:
-            response.metric.add(name=name, int64_value_increase=after[name] - before[name])
+        for name in request.metric_names:
+            response.metric.add(name=name, int64_value_increase=increases[name])
         return response
+
+    def reload_here(
+        self, request: model_management_pb2.ReloadConfigRequest, call: CallContext
+    ) -> dict[str, int]:
+        """Apply the reload to this process's core and wait as the RPC does; each named
+        metric's increase meanwhile. Raises OpError."""
+        names = list(request.metric_names)
+        before = METRICS.counter_totals(names)
+        self._reload(request, call)
+        after = METRICS.counter_totals(names)
+        return {name: after[name] - before[name] for name in names}
 
     def _reload(self, request: model_management_pb2.ReloadConfigRequest, call: CallContext) -> None:
         if not self.reload_enabled:

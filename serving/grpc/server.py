@@ -42,7 +42,7 @@ from runtime.errors import InvalidArgumentError
 from serving.grpc import inference_service, model_service, prediction_service
 from serving.grpc.health import ReadinessHealth
 from serving.grpc.inference_service import InferenceService
-from serving.grpc.model_service import ModelService, ReloadableCore
+from serving.grpc.model_service import ModelService, ReloadableCore, ReloadPeers
 from serving.grpc.prediction_service import PredictionService
 from serving.grpc.rpc import method_handlers
 from serving.open_files import open_file_limit
@@ -139,6 +139,7 @@ class GrpcOptions:
     inline_run_s: float = INLINE_RUN_S  # see DispatchOptions
     reflection: bool = True
     model_management: bool = True  # --enable_model_management_rpc
+    reuse_port: bool = False  # --workers: every worker listens on the port (SO_REUSEPORT)
 
     @classmethod
     def from_server_options(cls, options: GrpcFlags) -> GrpcOptions:
@@ -196,7 +197,7 @@ def server_arguments(
     merged: dict[str, int | str] = {
         MAX_RECEIVE: options.max_receive_message_length,
         MAX_SEND: options.max_send_message_length,
-        REUSE_PORT: 0,
+        REUSE_PORT: int(options.reuse_port),
         MAX_CONNECTION_IDLE: DEFAULT_MAX_CONNECTION_IDLE_MS,
         HANDSHAKE_TIMEOUT: DEFAULT_HANDSHAKE_TIMEOUT_MS,
         MAX_CONNECTIONS: connection_cap(open_file_limit() if open_files is None else open_files),
@@ -268,7 +269,9 @@ class GrpcServer:
     once the server has stopped.
     """
 
-    def __init__(self, core: GrpcCore, options: GrpcOptions) -> None:
+    def __init__(
+        self, core: GrpcCore, options: GrpcOptions, reload_peers: ReloadPeers | None = None
+    ) -> None:
         if not options.port and not options.socket_path:
             raise InvalidArgumentError(
                 "At least one of server_options.grpc_port or server_options.grpc_socket_path "
@@ -277,6 +280,7 @@ class GrpcServer:
         self._credentials = _credentials(options)
         self._core = core
         self._options = options
+        self._reload_peers = reload_peers
         self.dispatcher = Dispatcher(
             core,
             DispatchOptions(
@@ -332,7 +336,11 @@ class GrpcServer:
             (prediction_service.SERVICE_NAME, predictions.rpcs()),
             (
                 model_service.SERVICE_NAME,
-                ModelService(core, reload_enabled=options.model_management).rpcs(),
+                ModelService(
+                    core,
+                    reload_enabled=options.model_management,
+                    reload_peers=self._reload_peers,
+                ).rpcs(),
             ),
             (
                 inference_service.SERVICE_NAME,
@@ -393,10 +401,12 @@ class GrpcServer:
         return self._stopped
 
 
-def start_grpc_server(core: GrpcCore, options: GrpcOptions) -> GrpcServer:
+def start_grpc_server(
+    core: GrpcCore, options: GrpcOptions, reload_peers: ReloadPeers | None = None
+) -> GrpcServer:
     """Build and start the server; stop it with ``server.stop(grace)`` (an event to wait on).
     Raises InvalidArgumentError for bad options or an address that cannot be bound."""
-    server = GrpcServer(core, options)
+    server = GrpcServer(core, options, reload_peers)
     server.start()
     if options.port:
         log.info("Running gRPC ModelServer at %s:%d ...", options.host, options.port)

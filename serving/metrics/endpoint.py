@@ -18,7 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from serving.metrics.catalog import METRICS, ServingMetrics
 from serving.metrics.exposition import render
-from serving.metrics.requests import OBSERVERS, RequestObservers
+from serving.metrics.requests import OBSERVERS
 from serving.proto_text import read_proto_text_file
 
 DEFAULT_PATH = "/monitoring/prometheus/metrics"
@@ -64,7 +64,7 @@ class ScrapeSources:
 
     version_states: VersionStates = _no_versions
     queue_depths: QueueDepths = _no_queues
-    observers: RequestObservers = OBSERVERS
+    in_flight: Callable[[], Mapping[str, int]] = OBSERVERS.in_flight
     metrics: ServingMetrics = METRICS
     _registry: CollectorRegistry | None = field(default=None, repr=False)
 
@@ -106,7 +106,7 @@ class _OurCollector:
             "graphserve_requests_in_flight", "Requests being answered, per model",
             labels=["model_name"],
         )
-        for model, requests in sorted(sources.observers.in_flight().items()):
+        for model, requests in sorted(sources.in_flight().items()):
             in_flight.add_metric([model], requests)
         yield in_flight
         states = GaugeMetricFamily(

@@ -8,7 +8,7 @@ endpoint's path and scrape, or ``("", None)`` when Prometheus is not enabled.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from serving.batching.scheduler import SharedBatchScheduler
@@ -16,6 +16,7 @@ from serving.metrics.access_log import AccessLog
 from serving.metrics.endpoint import ScrapeSources, read_monitoring_config, scrape
 from serving.metrics.request_metrics import RequestMetrics
 from serving.metrics.requests import OBSERVERS, RequestObservers
+from serving.metrics.snapshot import Snapshot, merged, snapshot
 from serving.servable import ServableState
 
 _SUBSCRIBED: dict[int, RequestMetrics | AccessLog] = {}
@@ -64,15 +65,35 @@ def scrape_sources(core: MonitoredCore) -> ScrapeSources:
     return ScrapeSources(version_states, queue_depths)
 
 
+def own_snapshot(core: MonitoredCore) -> Snapshot:
+    """This process's metrics as plain data, for a worker that sums its peers' (``--workers``)."""
+    sources = scrape_sources(core)
+    return snapshot(sources.metrics, sources.in_flight(), sources.queue_depths())
+
+
+def summed_sources(sources: ScrapeSources, peers: Iterable[Snapshot]) -> ScrapeSources:
+    """``sources`` with the counters, histograms and request gauges of ``peers`` added; the
+    version states stay this process's (every worker runs the same lifecycle)."""
+    own = snapshot(sources.metrics, sources.in_flight(), sources.queue_depths())
+    total, in_flight, depths = merged([own, *peers])
+    return ScrapeSources(sources.version_states, lambda: depths, lambda: in_flight, total)
+
+
 def rest_metrics(
-    core: MonitoredCore, options: MetricsFlags
+    core: MonitoredCore,
+    options: MetricsFlags,
+    peer_snapshots: Callable[[], list[Snapshot]] | None = None,
 ) -> tuple[str, Callable[[], bytes] | None]:
     """The Prometheus endpoint's (path, scrape); raises OpError for a config that cannot be
-    read or parsed."""
+    read or parsed. With ``peer_snapshots`` (the other workers' metrics) a scrape answers for
+    every worker."""
     if not options.monitoring_config_file:
         return "", None
     monitoring = read_monitoring_config(options.monitoring_config_file)
     if not monitoring.path:
         return "", None
     sources = scrape_sources(core)
-    return monitoring.path, lambda: scrape(sources)
+    if peer_snapshots is None:
+        return monitoring.path, lambda: scrape(sources)
+    peers = peer_snapshots
+    return monitoring.path, lambda: scrape(summed_sources(sources, peers()))

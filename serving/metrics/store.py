@@ -78,6 +78,17 @@ class Histogram:
             cell[-2] += value
             cell[-1] += 1
 
+    def merge(self, labels: Labels, counts: list[int], total: float, count: int) -> None:
+        """Add another histogram's cell (same bounds) to this one's."""
+        with self._lock:
+            cell = self._cells.get(labels)
+            if cell is None:
+                cell = self._cells[labels] = [0] * (len(self.bounds) + 3)
+            for index, value in enumerate(counts[: len(self.bounds) + 1]):
+                cell[index] += value
+            cell[-2] += total
+            cell[-1] += count
+
     def values(self) -> dict[Labels, HistogramValue]:
         with self._lock:
             cells = {labels: list(cell) for labels, cell in self._cells.items()}

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import socket
 import sys
 import threading
 import time
@@ -520,6 +521,21 @@ def protocol_class(limits: HttpLimits, max_connections: int) -> type[LimitedHttp
     return ListenerProtocol
 
 
+def _shared_port_socket(host: str, port: int, address: str) -> socket.socket:
+    """A socket bound with SO_REUSEPORT, so every worker of ``--workers`` listens on the port
+    and the kernel spreads new connections over them."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise InvalidArgumentError(f"Failed to start HTTP server at {address}: {err}") from err
+    return sock
+
+
 class HttpServer:
     """The REST listener, serving ``app`` from an event loop on a thread of its own (the main
     thread keeps the stop signals, so the drain is the server's to order, not uvicorn's).
@@ -536,6 +552,8 @@ class HttpServer:
         port: int,
         limits: HttpLimits,
         grace_s: float,
+        *,
+        reuse_port: bool = False,
     ) -> None:
         open_files = raise_open_file_limit()
         max_connections = limits.max_connections or connection_cap(open_files)
@@ -562,13 +580,15 @@ class HttpServer:
             timeout_graceful_shutdown=max(math.ceil(grace_s), 1),
         )
         self._address = f"{host}:{port}"
+        self._host, self._port, self._reuse_port = host, port, reuse_port
+        self._socket: socket.socket | None = None
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, name="rest-loop", daemon=True)
         self._stopped = threading.Event()
 
     def _run(self) -> None:
         try:
-            self._server.run()
+            self._server.run(sockets=[self._socket] if self._socket is not None else None)
         except SystemExit:  # uvicorn's way of saying it could not bind the port
             pass
         except Exception:
@@ -578,6 +598,8 @@ class HttpServer:
 
     def start(self) -> None:
         """Listen and serve; raises InvalidArgumentError when the port cannot be bound."""
+        if self._reuse_port:
+            self._socket = _shared_port_socket(self._host, self._port, self._address)
         self._thread.start()
         while not self._server.started:
             if self._stopped.wait(0.01):

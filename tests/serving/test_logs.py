@@ -149,3 +149,16 @@ def test_tracebacks_on_the_request_path_leave_out_messages() -> None:
     assert "in decode" in text
     assert text.endswith("builtins.KeyError (message not logged)")
     assert "builtins.ValueError (message not logged)\n\nThe above exception" in text
+
+
+@pytest.mark.usefixtures("restored_logging")
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_worker_says_which_it_is(fmt: str) -> None:
+    out = io.StringIO()
+    configure("info", fmt, out, worker=1)
+    logging.getLogger("graphserve").info("loaded")
+    line = out.getvalue().strip()
+    if fmt == "text":
+        assert line.endswith(" INFO graphserve[worker 1]: loaded")
+    else:
+        assert json.loads(line)["worker"] == 1

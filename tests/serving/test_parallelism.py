@@ -41,3 +41,10 @@ def test_all_three_is_refused_as_upstream() -> None:
     with pytest.raises(InvalidArgumentError) as info:
         intra_op_threads(options)
     assert info.value.message == ALL_THREE
+
+
+def test_automatic_shares_the_cores_out_over_the_workers() -> None:
+    assert intra_op_threads(ServerOptions(workers=2), cpus=6) == 3
+    assert intra_op_threads(ServerOptions(workers=4), cpus=2) == 1
+    # Asked for, it is given to each worker as it is.
+    assert intra_op_threads(ServerOptions(workers=2, tensorflow_intra_op_parallelism=4), cpus=2) == 4
