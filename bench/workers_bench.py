@@ -10,9 +10,9 @@ Throughput: the small MLP of ``bench/serving_bench.py`` (batch-1 requests, batch
 loop with the serving benchmark's generators and cells (``wrk`` for REST, ``h2load`` for gRPC, a
 warm-up run then a timed run per concurrency), for each ``--workers`` value, then the bare ASGI
 (uvicorn) and bare grpcio ceiling servers in the same run. graphserve starts as in the serving
-benchmark, plus ``--workers=N``; load begins once every worker listens (its ready file in the
-supervisor's run directory) and ``GET /v1/models/NAME`` says AVAILABLE, and after one answer per
-transport checked against TensorFlow's. Each server stops with SIGTERM, and the run waits for it
+benchmark, plus ``--workers=N``; load begins once every worker listens on both ports and
+``GET /v1/models/NAME`` says AVAILABLE, and after one answer per transport checked against
+TensorFlow's. Each server stops with SIGTERM, and the run waits for it
 to exit.
 
 Memory: total PSS (``Pss:`` of ``/proc/PID/smaps_rollup``) over the server process and all its
@@ -73,7 +73,6 @@ from bench.serving_workload import (
     write_request_files,
 )
 from bench.tensors import max_abs_diff
-from serving.workers.role import INDEX_ENV, RUN_DIR_ENV, ready_file
 
 MEMORY_MODELS: dict[str, Path] = {  # name -> base path (version 1/ and expected.npz inside)
     SMALL_MODEL: MODELS[SMALL_MODEL],
@@ -137,24 +136,35 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
-def _environ(pid: int) -> dict[str, str]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes()
-    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+def listening_ports(pid: int) -> set[int]:
+    """TCP ports ``pid`` has a listening socket on."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
-def workers_listening(supervisor: int, workers: int) -> list[int]:
-    """The worker pids once ``workers`` of the supervisor's children have opened their
-    listeners; raises TryAgain before."""
+def workers_listening(supervisor: int, workers: int, ports: set[int]) -> list[int]:
+    """The worker pids once ``workers`` of the supervisor's children listen on every one of
+    ``ports``; raises TryAgain before."""
     ready: list[int] = []
     for child in _children().get(supervisor, []):
         try:
-            env = _environ(child)
+            if ports <= listening_ports(child):
+                ready.append(child)
         except OSError:  # gone meanwhile
             continue
-        run_dir, index = env.get(RUN_DIR_ENV), env.get(INDEX_ENV)
-        if run_dir and index is not None and ready_file(Path(run_dir), int(index)).exists():
-            ready.append(child)
     if len(ready) < workers:
         raise TryAgain(f"{len(ready)} of {workers} workers listening")
     return sorted(ready)
@@ -189,7 +199,8 @@ def start_graphserve(work: Workload, workers: int, scratch: Path, label: str) ->
     server = Server(label, argv, ports, scratch, fatal=r"Loading servable: .* failed: .*")
     try:
         if workers > 1:
-            server.wait_until(lambda: workers_listening(server.pid, workers), START_DEADLINE_S,
+            server.wait_until(lambda: workers_listening(server.pid, workers, set(ports.values())),
+                              START_DEADLINE_S,
                               f"{workers} workers listening")
         server.wait_until(lambda: model_available(ports["rest"], work.model), START_DEADLINE_S,
                           f"{work.model} AVAILABLE")

@@ -186,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The supervisor serves nothing: it never imports the server, so it stays small.
         from serving.workers.supervisor import supervise
 
-        return supervise(args, options)
+        return supervise(options)
     from serving.server import serve
 
     return serve(options)

@@ -1,9 +1,11 @@
 """``--workers N``: the supervisor starts N worker processes and keeps them running.
 
-Each worker is this same program with the same command line, told its index and the run
-directory in the environment (``role``); it loads the models, maps their weights from the
-run directory's store and listens on the same REST and gRPC ports as the others
-(SO_REUSEPORT: the kernel spreads connections over them). The supervisor serves nothing:
+The supervisor imports what a worker runs, then forks each worker, so the interpreter's and the
+modules' memory is shared by all of them; it runs no threads, so a fork inherits no held lock.
+A worker is told its index and the run directory in the environment (``role``), then runs the
+server as one process would: it loads the models, maps their weights from the run directory's
+store and listens on the same REST and gRPC ports as the others (SO_REUSEPORT: the kernel
+spreads connections over them). The supervisor serves nothing:
 
 * start: a worker that exits before its listeners opened, while none has yet, means the server
   could not start (bad flags, config, initial load); the others are stopped and the
@@ -19,20 +21,21 @@ Workers die with the supervisor (``PR_SET_PDEATHSIG``), so none outlives it howe
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from serving.config import ServerOptions
-from serving.shutdown import ShutdownSignals
+from serving.logs import configure
+from serving.shutdown import STOP_SIGNALS, ShutdownSignals
 from serving.workers.role import INDEX_ENV, RUN_DIR_ENV, ready_file
 
 log = logging.getLogger("graphserve")
@@ -52,7 +55,7 @@ def restart_delay(young_deaths: int) -> float:
     return float(min(2 ** (young_deaths - 2), MAX_RESTART_DELAY_S))
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def _die_with_parent() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -60,15 +63,14 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 @dataclass
 class _Worker:
     index: int
-    process: subprocess.Popen[bytes] | None = None
+    pid: int | None = None
     started_at: float = 0.0
     young_deaths: int = 0
     start_after: float = 0.0  # monotonic time before which it is not started again
 
 
 class Supervisor:
-    def __init__(self, argv: Sequence[str], options: ServerOptions) -> None:
-        self._argv = list(argv)
+    def __init__(self, options: ServerOptions) -> None:
         self._options = options
         self._run_dir = Path(tempfile.mkdtemp(prefix="graphserve-workers-"))
         self._workers = [_Worker(i) for i in range(options.workers)]
@@ -76,15 +78,40 @@ class Supervisor:
 
     def _spawn(self, worker: _Worker) -> None:
         ready_file(self._run_dir, worker.index).unlink(missing_ok=True)
-        env = {**os.environ, INDEX_ENV: str(worker.index), RUN_DIR_ENV: str(self._run_dir)}
-        worker.process = subprocess.Popen(
-            [sys.executable, "-m", "serving.cli", *self._argv],
-            env=env,
-            # The supervisor runs no threads, so the fork's child cannot inherit a held lock.
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
-        )
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()  # else the child would write the parent's buffered output again
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            self._worker_main(worker.index, parent)
+        worker.pid = pid
         worker.started_at = time.monotonic()
-        log.info("Started worker %d (pid %d)", worker.index, worker.process.pid)
+        log.info("Started worker %d (pid %d)", worker.index, pid)
+
+    def _worker_main(self, index: int, parent: int) -> NoReturn:
+        """The forked child: become worker ``index`` and serve until told to stop."""
+        status = EXIT_START_FAILED
+        try:
+            if sys.platform == "linux":
+                _die_with_parent()
+                if os.getppid() != parent:  # the supervisor died before the line above
+                    os._exit(status)
+            for sig in STOP_SIGNALS:  # the worker installs its own as it starts
+                signal.signal(sig, signal.SIG_DFL)
+            os.environ[INDEX_ENV] = str(index)
+            os.environ[RUN_DIR_ENV] = str(self._run_dir)
+            configure(self._options.log_level, self._options.log_format, worker=index)
+            from serving.server import serve
+
+            status = serve(self._options)
+        except BaseException:
+            log.exception("Worker %d failed", index)
+        finally:
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(status)
 
     def run(self, signals: ShutdownSignals) -> int:
         try:
@@ -110,14 +137,13 @@ class Supervisor:
         """Replace workers that died; the exit status to end with when the start failed."""
         now = time.monotonic()
         for worker in self._workers:
-            process = worker.process
-            if process is None:
+            if worker.pid is None:
                 if now >= worker.start_after:
                     self._spawn(worker)
                 continue
             if ready_file(self._run_dir, worker.index).exists():
                 self._any_ready = True
-            status = process.poll()
+            status = _exit_status(worker.pid)
             if status is None:
                 continue
             if not self._any_ready:
@@ -129,35 +155,58 @@ class Supervisor:
             delay = restart_delay(worker.young_deaths)
             log.error(
                 "Worker %d (pid %d) exited with status %d after %.1fs; replacing it%s",
-                worker.index, process.pid, status, lived,
+                worker.index, worker.pid, status, lived,
                 f" in {delay:g}s" if delay else "",
             )
-            worker.process = None
+            worker.pid = None
             worker.start_after = now + delay
             if not delay:
                 self._spawn(worker)
         return None
 
     def _stop_all(self, sig: signal.Signals, wait_s: float) -> None:
-        running = [w.process for w in self._workers if w.process is not None]
-        for process in running:
-            if process.poll() is None:
-                process.send_signal(sig)
-        deadline = time.monotonic() + wait_s
-        for process in running:
-            try:
-                process.wait(max(deadline - time.monotonic(), 0.0))
-            except subprocess.TimeoutExpired:
-                log.error("Worker pid %d did not exit in time; killing it", process.pid)
-                process.kill()
-                process.wait()
+        running = [w.pid for w in self._workers if w.pid is not None]
         for worker in self._workers:
-            worker.process = None
+            worker.pid = None
+        live = [pid for pid in running if _exit_status(pid) is None]
+        for pid in live:
+            os.kill(pid, sig)
+        deadline = time.monotonic() + wait_s
+        while live and time.monotonic() < deadline:
+            time.sleep(0.05)
+            live = [pid for pid in live if _exit_status(pid) is None]
+        for pid in live:
+            log.error("Worker pid %d did not exit in time; killing it", pid)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
 
-def supervise(argv: Sequence[str], options: ServerOptions) -> int:
+def _exit_status(pid: int) -> int | None:
+    """The child's exit status (negative: the signal that ended it), or None while it runs."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return EXIT_START_FAILED  # already reaped
+    return os.waitstatus_to_exitcode(status) if done else None
+
+
+def _preload() -> None:
+    """Import what a worker runs before forking any: the modules' memory is then shared by every
+    worker (copy-on-write), and frozen out of the collector, whose passes would copy it."""
+    import serving.core.warmup
+    import serving.grpc.server
+    import serving.rest.app
+    import serving.rest.http_server
+    import serving.server  # noqa: F401
+
+    gc.collect()
+    gc.freeze()
+
+
+def supervise(options: ServerOptions) -> int:
     """Run ``options.workers`` workers until SIGTERM/SIGINT; the exit status."""
     signals = ShutdownSignals()
     signals.install()
     log.info("Serving with %d worker processes", options.workers)
-    return Supervisor(argv, options).run(signals)
+    _preload()
+    return Supervisor(options).run(signals)
