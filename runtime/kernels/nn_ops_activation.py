@@ -10,12 +10,12 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 from runtime.errors import InvalidArgumentError, UnimplementedError
+from runtime.kernels import clamps
 from runtime.kernels.math_ops_common import (
     FLOAT32,
     Kernel,
@@ -34,24 +34,14 @@ _SQRT_HALF = math.sqrt(0.5)
 _GELU_TANH_SCALE = math.sqrt(2.0 / math.pi)
 
 
-def _zero(node: NodeContext) -> Any:
-    """0 in the node's T where known, so that ``np.maximum`` skips converting a Python int."""
-    dtype = type_attr(node)
-    return 0 if dtype is None else dtype.type(0)
-
-
 @kernel("Relu")
 def relu(node: NodeContext) -> Kernel:
-    zero, maximum = _zero(node), np.maximum
-    return lambda features: maximum(features, zero)
+    return clamps.relu
 
 
 @kernel("Relu6")
 def relu6(node: NodeContext) -> Kernel:
-    zero, maximum, minimum = _zero(node), np.maximum, np.minimum
-    dtype = type_attr(node)
-    six = 6 if dtype is None else dtype.type(6)
-    return lambda features: minimum(maximum(features, zero), six)
+    return clamps.relu6
 
 
 def _elu(x: np.ndarray) -> np.ndarray:
@@ -189,13 +179,8 @@ InPlace = Callable[[np.ndarray], np.ndarray]
 
 # TensorFlow's fused kernels clamp with a max that maps NaN to 0, unlike its unfused Relu (which
 # keeps NaN); models' outputs depend on it (e.g. 0/0 from an all-padding row feeding a Dense+relu).
-def _relu_(y: np.ndarray) -> Tensor:
-    return np.fmax(y, 0, out=y)
-
-
-def _relu6_(y: np.ndarray) -> Tensor:
-    np.fmax(y, 0, out=y)
-    return np.minimum(y, 6, out=y)
+_relu_ = clamps.relu_
+_relu6_ = clamps.relu6_
 
 
 def _tanh_(y: np.ndarray) -> Tensor:

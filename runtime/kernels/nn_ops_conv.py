@@ -16,7 +16,9 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from runtime.errors import InvalidArgumentError, UnimplementedError
+from runtime.kernels.clamps import relu_
 from runtime.kernels.math_ops_common import FLOAT32, Kernel
+from runtime.kernels.nn_ops_activation import fused_activation
 from runtime.kernels.nn_ops_common import (
     LOW_FLOATS,
     Derived,
@@ -29,7 +31,13 @@ from runtime.kernels.nn_ops_common import (
     to_nhwc,
     window,
 )
-from runtime.kernels.nn_ops_conv_gemm import ConvAlgorithm, ConvShape, Weights, choose
+from runtime.kernels.nn_ops_conv_gemm import (
+    Activation,
+    ConvAlgorithm,
+    ConvShape,
+    Weights,
+    choose,
+)
 from runtime.kernels.nn_ops_conv_transpose import TransposeConv, TransposeWeights
 from runtime.kernels.nn_ops_depthwise import (
     Depthwise,
@@ -124,12 +132,12 @@ class _ConvPlan:
             for g in range(self.groups)
         ]
 
-    def run(self, x: np.ndarray, weights: list[Weights], relu: bool) -> np.ndarray:
+    def run(self, x: np.ndarray, weights: list[Weights], activation: Activation) -> np.ndarray:
         x = x.astype(self.dtype, copy=False)
         if self.groups == 1:
-            return self.algorithm(x, weights[0], relu)
+            return self.algorithm(x, weights[0], activation)
         d = self.depth
-        parts = [self.algorithm(x[..., g * d:(g + 1) * d], weights[g], relu)
+        parts = [self.algorithm(x[..., g * d:(g + 1) * d], weights[g], activation)
                  for g in range(self.groups)]
         return np.concatenate(parts, axis=-1)
 
@@ -154,8 +162,9 @@ def _conv_plan(attrs: ConvAttrs, op: str, x_shape: tuple[int, ...], f_shape: tup
     return _ConvPlan(groups, fc, o // groups, dtype, choose(shape))
 
 
-# (NHWC input, filter, bias or None, relu) -> NHWC output in the compute dtype, a fresh array
-ConvCore = Callable[[np.ndarray, np.ndarray, "np.ndarray | None", bool], np.ndarray]
+# (NHWC input, filter, bias or None, activation) -> NHWC output in the compute dtype, a fresh
+# array
+ConvCore = Callable[[np.ndarray, np.ndarray, "np.ndarray | None", Activation], np.ndarray]
 
 
 def _conv_core(node: NodeContext, attrs: ConvAttrs) -> ConvCore:
@@ -163,7 +172,8 @@ def _conv_core(node: NodeContext, attrs: ConvAttrs) -> ConvCore:
     plans: _Plans[_ConvPlan] = _Plans(lambda *key: _conv_plan(attrs, op, *key))
     weights = Derived()
 
-    def run(x: np.ndarray, f: np.ndarray, bias: np.ndarray | None, relu: bool) -> np.ndarray:
+    def run(x: np.ndarray, f: np.ndarray, bias: np.ndarray | None,
+            activation: Activation) -> np.ndarray:
         _check_4d(op, x, f)
         plan = plans.get(x.shape, f.shape, x.dtype, f.dtype)
         if bias is None:
@@ -173,7 +183,7 @@ def _conv_core(node: NodeContext, attrs: ConvAttrs) -> ConvCore:
             b = bias_arg((bias,), plan.groups * plan.width)
             prepared = weights.get((f, b), (plan.algorithm.filter_key, plan.dtype),
                                    lambda: plan.prepare(f, b))
-        return plan.run(x, prepared, relu)
+        return plan.run(x, prepared, activation)
 
     return run
 
@@ -208,7 +218,8 @@ def _depthwise_core(node: NodeContext, attrs: ConvAttrs) -> ConvCore:
     plans: _Plans[_DepthwisePlan] = _Plans(lambda *key: _depthwise_plan(attrs, op, *key))
     weights = Derived()
 
-    def run(x: np.ndarray, f: np.ndarray, bias: np.ndarray | None, relu: bool) -> np.ndarray:
+    def run(x: np.ndarray, f: np.ndarray, bias: np.ndarray | None,
+            activation: Activation) -> np.ndarray:
         _check_4d(op, x, f)
         plan = plans.get(x.shape, f.shape, x.dtype, f.dtype)
         algorithm, dtype = plan.algorithm, plan.dtype
@@ -222,7 +233,7 @@ def _depthwise_core(node: NodeContext, attrs: ConvAttrs) -> ConvCore:
             return algorithm.prepare(f.astype(dtype, copy=False), b)
 
         prepared = weights.get(arrays, (algorithm.filter_key, dtype), prepare)
-        return algorithm(x.astype(dtype, copy=False), prepared, relu)
+        return algorithm(x.astype(dtype, copy=False), prepared, activation)
 
     return run
 
@@ -239,7 +250,7 @@ def _nhwc_kernel(node: NodeContext, core_factory: CoreFactory) -> Kernel:
 
     def run(x: np.ndarray, f: np.ndarray) -> np.ndarray:
         dtype = x.dtype
-        y = core(x if attrs.nhwc else to_nhwc(x), f, None, False).astype(dtype, copy=False)
+        y = core(x if attrs.nhwc else to_nhwc(x), f, None, None).astype(dtype, copy=False)
         return y if attrs.nhwc else to_nchw(y)
 
     return run
@@ -255,14 +266,32 @@ def depthwise_conv2d(node: NodeContext) -> Kernel:
     return _nhwc_kernel(node, _depthwise_core)
 
 
+def _activation(name: str, leakyrelu_alpha: float) -> Activation:
+    """The in-place activation a convolution applies as it writes its output (None: none)."""
+    if not name:
+        return None
+    if name == "Relu":
+        return relu_  # the algorithms recognise it, and fold it into a copy they make anyway
+    fn = fused_activation(name, leakyrelu_alpha)
+
+    def in_place(y: np.ndarray) -> np.ndarray:
+        result = fn(y)  # some activations return a new array
+        if result is not y:
+            np.copyto(y, result)
+        return y
+
+    return in_place
+
+
 def _fused_kernel(node: NodeContext, core_factory: CoreFactory, epilogue: Epilogue) -> Kernel:
     attrs = ConvAttrs.of(node)
     core = core_factory(node, attrs)
     apply, after_bias, side_input = epilogue.apply, epilogue.after_bias, epilogue.side_input
     post = epilogue.post
-    # BiasAdd, then nothing or a Relu: the convolution does both as it stores its result.
-    direct = epilogue.bias_then in ("", "Relu")
-    relu = epilogue.bias_then == "Relu"
+    # BiasAdd, then nothing or an activation: the convolution does both as it stores each
+    # block of its result.
+    direct = epilogue.bias_then is not None
+    activation = _activation(epilogue.bias_then or "", float(node.attr("leakyrelu_alpha", 0.2)))
 
     def run(x: np.ndarray, f: np.ndarray, *args: np.ndarray) -> np.ndarray:
         dtype = x.dtype
@@ -276,13 +305,13 @@ def _fused_kernel(node: NodeContext, core_factory: CoreFactory, epilogue: Epilog
                 args = args[:side_input] + (to_nhwc(args[side_input]),) + args[side_input + 1:]
         # The convolution's result is a fresh array: the epilogue may work in place on it.
         if direct:
-            y = core(x, f, args[0], relu)
+            y = core(x, f, args[0], activation)
             if post is not None:
                 y = post(y, args)
         elif after_bias is not None:
-            y = after_bias(core(x, f, args[0], False), args)
+            y = after_bias(core(x, f, args[0], None), args)
         else:
-            y = apply(core(x, f, None, False), args)
+            y = apply(core(x, f, None, None), args)
         y = y.astype(dtype, copy=False)
         return y if attrs.nhwc else to_nchw(y)
 

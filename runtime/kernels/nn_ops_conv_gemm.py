@@ -23,12 +23,13 @@ block writes its own rows of the output from its thread's own patch matrix.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import numpy as np
 
 from runtime.intra_op import run_blocks, worth_threads
+from runtime.kernels.clamps import relu_, relu_into
 from runtime.kernels.nn_ops_common import WIDE_MIN_SIZE, Key, Window, scratch, tiled, view
 from runtime.kernels.nn_ops_grid import Grid, grid_axis
 
@@ -74,12 +75,6 @@ class ConvShape:
                     self.cols.pad_after))
 
 
-def relu_(y: np.ndarray) -> np.ndarray:
-    # TensorFlow's fused Relu maps NaN to 0, as fmax does.
-    result: np.ndarray = np.fmax(y, 0, out=y)
-    return result
-
-
 def add_bias_(y: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     """``y += bias`` along the last axis of a fresh C-contiguous ``y``, in long inner loops."""
     if bias is None or y.size == 0:
@@ -93,12 +88,16 @@ def add_bias_(y: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
 
 
 Weights = tuple[np.ndarray, "np.ndarray | None"]  # (filter matrix, bias not folded into it)
+# A fused activation, in place (``nn_ops_activation.fused_activation``), or None. Algorithms
+# apply it to each block of output rows as the block is written, while it is still in cache:
+# on a large feature map a pass over the whole output afterwards reads it back from memory.
+Activation = Callable[[np.ndarray], np.ndarray] | None
 
 
 class ConvAlgorithm:
     """``prepare(f, bias)`` turns an HWIO filter and optional bias into the weights the
     algorithm multiplies with (callers cache them for constants; ``filter_key`` names their
-    layout); ``algorithm(x, weights, relu, out=None)`` computes the NHWC output into ``out``
+    layout); ``algorithm(x, weights, activation, out=None)`` computes the NHWC output into ``out``
     (C-contiguous, of ``shape.out_shape``) or a fresh array."""
 
     filter_key: Hashable = "hwio"
@@ -110,7 +109,7 @@ class ConvAlgorithm:
         s = self.shape
         return np.ascontiguousarray(f.reshape(s.kh * s.kw * s.c, s.o)), bias
 
-    def __call__(self, x: np.ndarray, weights: Weights, relu: bool,
+    def __call__(self, x: np.ndarray, weights: Weights, activation: Activation,
                  out: np.ndarray | None = None) -> np.ndarray:
         raise NotImplementedError
 
@@ -127,12 +126,12 @@ def _with_bias_row(matrix: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
 class Empty(ConvAlgorithm):
     """No output values, or a filter without taps (every output is the bias)."""
 
-    def __call__(self, x: np.ndarray, weights: Weights, relu: bool,
+    def __call__(self, x: np.ndarray, weights: Weights, activation: Activation,
                  out: np.ndarray | None = None) -> np.ndarray:
         y = self._output(out)
         y.fill(0)
         add_bias_(y, weights[1])
-        return relu_(y) if relu else y
+        return y if activation is None else activation(y)
 
 
 class _Pixels:
@@ -160,7 +159,7 @@ class Pointwise(ConvAlgorithm):
         matrix, _ = super().prepare(f, None)
         return _with_bias_row(matrix, bias), None
 
-    def __call__(self, x: np.ndarray, weights: Weights, relu: bool,
+    def __call__(self, x: np.ndarray, weights: Weights, activation: Activation,
                  out: np.ndarray | None = None) -> np.ndarray:
         s = self.shape
         (sh, sw), oh, ow = s.strides, s.rows.out, s.cols.out
@@ -174,9 +173,16 @@ class Pointwise(ConvAlgorithm):
         flat = y.reshape(-1, s.o)
         step = block_rows(pixels.shape[1], s.o)
 
+        bias = weights[1]
+
         def block(index: int) -> None:
             first = index * step
-            np.matmul(pixels[first:first + step], weights[0], out=flat[first:first + step])
+            rows = flat[first:first + step]
+            np.matmul(pixels[first:first + step], weights[0], out=rows)
+            if bias is not None:
+                np.add(rows, bias, out=rows)
+            if activation is not None:
+                activation(rows)
 
         blocks = -(-flat.shape[0] // step)
         if worth_threads(flat.shape[0] * pixels.shape[1] * s.o):
@@ -184,8 +190,7 @@ class Pointwise(ConvAlgorithm):
         else:
             for index in range(blocks):
                 block(index)
-        add_bias_(y, weights[1])
-        return relu_(y) if relu else y
+        return y
 
 
 def _blocks(n: int, per_image: int, rows_per_image: int,
@@ -249,7 +254,7 @@ class Patches(ConvAlgorithm):
     def _rows(self) -> _PatchRows:
         return _PatchRows(self.shape, self.block_rows)
 
-    def __call__(self, x: np.ndarray, weights: Weights, relu: bool,
+    def __call__(self, x: np.ndarray, weights: Weights, activation: Activation,
                  out: np.ndarray | None = None) -> np.ndarray:
         s = self.shape
         oh, ow = s.rows.out, s.cols.out
@@ -281,13 +286,15 @@ class Patches(ConvAlgorithm):
                       windows[i0:i1, r0:r1])
             first = (i0 * oh + r0) * ow
             np.matmul(patches, weights[0], out=flat[first:first + rows])
+            if activation is not None:
+                activation(flat[first:first + rows])
 
         if worth_threads(self.macs):
             run_blocks(block, len(self.blocks))
         else:
             for index in range(len(self.blocks)):
                 block(index)
-        return relu_(out) if relu else out
+        return out
 
 
 class GridScratch:
@@ -355,7 +362,7 @@ class ChannelMajor(ConvAlgorithm):
         s = self.shape
         return GridScratch(self.grid, s.o, self.blocks, s.dtype, s.kh * s.kw, False)
 
-    def __call__(self, x: np.ndarray, weights: Weights, relu: bool,
+    def __call__(self, x: np.ndarray, weights: Weights, activation: Activation,
                  out: np.ndarray | None = None) -> np.ndarray:
         s = self.shape
         ws = scratch(self.key, self._scratch)
@@ -371,10 +378,12 @@ class ChannelMajor(ConvAlgorithm):
             product = ws.product[:m * o].reshape(m, o)
             np.matmul(patches.T, weights[0], out=product)
             valid = product.reshape(i1 - i0, oh, gw * o)[:, :, :ow * o]
-            if relu:
-                np.fmax(valid, 0, out=lines[i0:i1])
+            if activation is relu_:
+                relu_into(valid, lines[i0:i1])
             else:
                 np.copyto(lines[i0:i1], valid)
+                if activation is not None:
+                    activation(lines[i0:i1])
         return out
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from runtime.kernels.clamps import relu_
 from runtime.kernels.nn_ops_common import Key, Window, scratch
 from runtime.kernels.nn_ops_conv_gemm import ConvShape, Weights, choose
 
@@ -125,10 +126,12 @@ class TransposeConv:
         r, q = self.rows, self.cols
         sh, sw = self.strides
         if sh == 1 and sw == 1:
-            full = self.forward(dy[:, r.crop:, q.crop:], weights.forward, relu)
+            activation = relu_ if relu else None
+            full = self.forward(dy[:, r.crop:, q.crop:], weights.forward, activation)
         else:
             z = scratch(self.key, self._phases).z
-            self.forward(dy[:, r.crop:, q.crop:], weights.forward, relu, out=z)
+            self.forward(dy[:, r.crop:, q.crop:], weights.forward, relu_ if relu else None,
+                         out=z)
             full = np.empty((n, r.blocks * sh, q.blocks * sw, c), self.dtype)
             np.copyto(full.reshape(n, r.blocks, sh, q.blocks, sw * c),
                       z.reshape(n, r.blocks, q.blocks, sh, sw * c).transpose(0, 1, 3, 2, 4))
@@ -153,4 +156,4 @@ class TransposeConv:
         dx = np.ascontiguousarray(dx)
         if weights.bias is not None:
             dx += weights.bias
-        return np.fmax(dx, 0, out=dx) if relu else dx
+        return relu_(dx) if relu else dx

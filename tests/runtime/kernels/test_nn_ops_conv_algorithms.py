@@ -26,6 +26,7 @@ from runtime.kernels.nn_ops_conv_gemm import (
     Empty,
     Patches,
     Pointwise,
+    block_rows,
     choose,
 )
 from runtime.kernels.nn_ops_depthwise import (
@@ -369,7 +370,7 @@ DEPTHWISE_CASES = [
     ("dilated", (1, 9, 9, 5), (3, 3, 5, 2), (1, 1), (2, 3), "SAME", None),
     ("strided_dilated", (1, 12, 13, 2), (3, 3, 2, 2), (2, 2), (2, 1), "SAME", None),
     ("explicit", (2, 6, 7, 4), (3, 3, 4, 2), (1, 1), (1, 1), "EXPLICIT", ((1, 2), (3, 0))),
-    ("many_channels", (2, 6, 6, 33), (3, 3, 33, 1), (1, 1), (1, 1), "SAME", None),
+    ("many_channels_strided", (2, 7, 7, 33), (3, 3, 33, 1), (2, 2), (1, 1), "SAME", None),
     ("blocks", (50, 9, 9, 3), (3, 3, 3, 2), (1, 1), (1, 1), "SAME", None),
     ("large_image", (1, 60, 50, 2), (3, 3, 2, 1), (1, 1), (1, 1), "SAME", None),
     # Tap by tap (one filter per channel, many channels).
@@ -380,6 +381,9 @@ DEPTHWISE_CASES = [
     ("taps_explicit", (2, 6, 7, 64), (3, 3, 64, 1), (1, 2), (1, 1), "EXPLICIT",
      ((1, 2), (3, 0))),
     ("taps_many_chunks", (3, 70, 65, 64), (3, 3, 64, 1), (1, 1), (1, 1), "SAME", None),
+    # Stride 1 along the width: each row one long run, from fewer channels.
+    ("taps_flat_few_channels", (2, 6, 6, 33), (3, 3, 33, 1), (1, 1), (1, 1), "SAME", None),
+    ("taps_flat_rows_strided", (1, 11, 9, 32), (3, 3, 32, 1), (2, 1), (1, 1), "VALID", None),
 ]
 
 
@@ -676,3 +680,21 @@ def test_window_geometry_used_by_the_grid() -> None:
     # SAME with stride 2 on an even size pads only after; the grid relies on these numbers.
     assert window(14, 3, 2, 1, "SAME") == Window(7, 0, 1)
     assert window(15, 3, 2, 1, "VALID") == Window(7, 0, 0)
+
+
+@pytest.mark.parametrize("fused_ops", [["BiasAdd"], ["BiasAdd", "Relu"], ["BiasAdd", "Relu6"],
+                                       ["BiasAdd", "Elu"]])
+def test_pointwise_applies_bias_and_activation_block_by_block(fused_ops) -> None:
+    x, f, bias = normal(1, 40, 40, 16), normal(1, 1, 16, 96), normal(96)
+    shape = ConvShape(1, 40, 40, 16, 1, 1, 96, (1, 1), (1, 1), Window(40, 0, 0),
+                      Window(40, 0, 0), np.dtype(np.float32))
+    assert type(choose(shape)) is Pointwise and block_rows(16, 96) < 40 * 40  # several blocks
+    attrs = {**conv_attrs((1, 1), (1, 1), "VALID"), "fused_ops": fused_ops, "num_args": 1}
+    result = instantiate("_FusedConv2D", attrs)(x, frozen(f), frozen(bias))
+    y = reference_conv(x, f, (1, 1), (1, 1), ((0, 0), (0, 0))) + bias
+    activation = fused_ops[1] if len(fused_ops) > 1 else ""
+    if activation == "Elu":
+        y = np.where(y > 0, y, np.expm1(np.minimum(y, 0)))
+    else:
+        y = _activation(activation, y)
+    np.testing.assert_allclose(result, y, rtol=1e-5, atol=1e-5)
