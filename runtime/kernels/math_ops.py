@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from runtime.errors import InvalidArgumentError
+from runtime.intra_op import run_blocks, threads, worth_threads
 from runtime.kernels import (  # noqa: F401 - they register kernels
     math_ops_bincount,
     math_ops_gamma,
@@ -78,6 +79,12 @@ def _sigmoid(x: Tensor) -> Tensor:
     return np.reciprocal(e)
 
 
+# numpy's float32 exp takes about as long as this many multiply-adds of a matrix product (about
+# 4 ns an element on the 2-core machine measured): a large Sigmoid (EfficientNet's Swish) is
+# worth spreading over the threads inside a run.
+_EXP_MACS = 32
+
+
 def _sigmoid_of(dtype: np.dtype) -> Kernel:
     """``_sigmoid`` for a known ``dtype``: the same bits, a third less time on small tensors.
 
@@ -89,13 +96,23 @@ def _sigmoid_of(dtype: np.dtype) -> Kernel:
     one = np.ones((), dtype)
     negative, exp, add, reciprocal = np.negative, np.exp, np.add, np.reciprocal
 
+    def rest(e: np.ndarray) -> None:
+        exp(e, e)
+        add(e, one, e)
+        reciprocal(e, e)
+
     def sigmoid(x: Tensor) -> Tensor:
         e = negative(x)
         if type(e) is not np.ndarray:  # a numpy scalar, from a rank-0 input
             return _sigmoid(x)
-        exp(e, e)
-        add(e, one, e)
-        return reciprocal(e, e)
+        if worth_threads(e.size * _EXP_MACS):
+            # Elementwise, so the blocks' results are the serial ones bit for bit.
+            flat = e.reshape(-1)
+            step = -(-flat.size // threads())
+            run_blocks(lambda i: rest(flat[i * step:(i + 1) * step]), -(-flat.size // step))
+            return e
+        rest(e)
+        return e
 
     return sigmoid
 

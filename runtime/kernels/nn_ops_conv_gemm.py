@@ -179,8 +179,7 @@ class Pointwise(ConvAlgorithm):
             first = index * step
             rows = flat[first:first + step]
             np.matmul(pixels[first:first + step], weights[0], out=rows)
-            if bias is not None:
-                np.add(rows, bias, out=rows)
+            add_bias_(rows, bias)
             if activation is not None:
                 activation(rows)
 

@@ -125,3 +125,28 @@ def test_spread_kernels_answer_what_one_thread_answers(case: tuple) -> None:
     reference = reference_conv if op == "Conv2D" else reference_depthwise
     np.testing.assert_allclose(spread, reference(x, f, strides, (1, 1), pads), rtol=1e-4,
                                atol=1e-4)
+
+
+def test_a_large_sigmoid_is_spread_and_answers_what_one_thread_answers(
+    two_threads: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime.dtypes import DataType
+    from runtime.kernels import math_ops
+
+    x = (RNG.standard_normal((1, 56, 56, 96)) * 8).astype(np.float32)
+    kernel = instantiate("Sigmoid", {"T": DataType.DT_FLOAT})
+    spread_counts: list[int] = []
+    real = math_ops.run_blocks
+
+    def counted(work, count):  # type: ignore[no-untyped-def]
+        spread_counts.append(count)
+        real(work, count)
+
+    monkeypatch.setattr(math_ops, "run_blocks", counted)
+    spread = kernel(x)
+    assert spread_counts == [2]  # one block per thread
+    intra_op.set_threads(1)
+    serial = kernel(x)
+    assert spread_counts == [2]
+    np.testing.assert_array_equal(spread, serial)
+    np.testing.assert_allclose(serial, 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-6)
