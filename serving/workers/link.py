@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("graphserve")
 
 SCRAPE_TIMEOUT_S = 5.0  # a worker that does not answer a scrape in time is left out of it
+_ANSWER_MARGIN_S = 2.0
 
 
 def reloaded_configs(role: WorkerRole) -> list[ModelConfig] | None:
@@ -124,7 +125,8 @@ class WorkerLink:
         replies = ask_all(
             self.role.peer_sockets(),
             {"op": "reload", "request": base64.b64encode(data).decode(), "timeout_s": timeout_s},
-            timeout_s,
+            # A peer past the deadline says so itself; waiting a little longer hears it.
+            None if timeout_s is None else timeout_s + _ANSWER_MARGIN_S,
         )
         return _summed(replies, time.monotonic() - started)
 

@@ -115,16 +115,22 @@ class PeerServer:
 
 def ask(path: Path, message: Message, timeout_s: float | None) -> Message:
     """One exchange with the peer at ``path``: its answer, or its OpError raised here.
-    Raises PeerUnavailable when it does not answer."""
-    from runtime.errors import Code, error_for_code
+    Raises PeerUnavailable when it cannot be reached or goes away, DeadlineExceededError when
+    it has not answered within ``timeout_s``."""
+    from runtime.errors import Code, DeadlineExceededError, error_for_code
 
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         try:
             sock.settimeout(CONNECT_TIMEOUT_S)
             sock.connect(str(path))
+        except OSError as err:
+            raise PeerUnavailable(f"{path.name}: {err}") from err
+        try:
             sock.settimeout(timeout_s)
             _send(sock, message)
             reply = _receive(sock)
+        except TimeoutError as err:
+            raise DeadlineExceededError(f"A worker did not answer within {timeout_s:g}s") from err
         except (OSError, ValueError) as err:
             raise PeerUnavailable(f"{path.name}: {err}") from err
     if "ok" in reply:

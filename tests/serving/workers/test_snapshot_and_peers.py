@@ -4,11 +4,12 @@ real Unix sockets, errors included."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
 
-from runtime.errors import Code, FailedPreconditionError, OpError
+from runtime.errors import Code, DeadlineExceededError, FailedPreconditionError, OpError
 from serving.metrics.catalog import ServingMetrics
 from serving.metrics.exposition import render
 from serving.metrics.snapshot import merged, snapshot
@@ -71,6 +72,23 @@ def test_control_requests_and_their_errors_cross_a_socket(tmp_path: Path) -> Non
     assert not path.exists()
     with pytest.raises(PeerUnavailable):
         ask(path, {"op": "echo", "value": 1}, 5.0)
+
+
+def test_a_peer_that_answers_too_late_is_a_deadline(tmp_path: Path) -> None:
+    path = tmp_path / "worker-0.sock"
+    release = threading.Event()
+
+    def slow(request: Message) -> Message:
+        release.wait(10)
+        return {}
+
+    server = PeerServer(path, {"slow": slow})
+    try:
+        with pytest.raises(DeadlineExceededError, match="did not answer within 0.2s"):
+            ask(path, {"op": "slow"}, 0.2)
+    finally:
+        release.set()
+        server.close()
 
 
 def test_a_worker_that_keeps_dying_young_is_replaced_ever_more_slowly() -> None:
