@@ -302,6 +302,13 @@ def test_a_failed_download_is_the_versions_status_and_the_serving_one_stays(
     assert SECRET not in caplog.text
 
 
+def _state(server: ServerProcess, version: int) -> str | None:
+    response = server.client.get(f"/v1/models/m/versions/{version}")
+    if response.status_code != 200:
+        return None
+    return str(response.json()["model_version_status"][0]["state"])
+
+
 def test_the_daemon_serves_and_swaps_versions_from_s3(s3: S3) -> None:
     # The binary, its flags and its poll thread: --model_base_path on s3://, TensorFlow
     # Serving's environment variables (set by the fixture) pointing it at the server.
@@ -318,7 +325,8 @@ def test_the_daemon_serves_and_swaps_versions_from_s3(s3: S3) -> None:
         }
         s3.upload("m/2", HALF_PLUS_THREE_V)
         deadline = time.monotonic() + WAIT_S
-        while server.client.get("/v1/models/m/versions/2").status_code != 200:
+        # Known (200) is not enough: the status answers while the version still loads.
+        while _state(server, 2) != "AVAILABLE":
             assert time.monotonic() < deadline, server.output()
             time.sleep(0.2)
         assert server.client.post("/v1/models/m:predict", json=predict).json() == {
