@@ -73,6 +73,7 @@ from bench.serving_workload import (
     write_request_files,
 )
 from bench.tensors import max_abs_diff
+from tests.serving.workers.support import listening_ports
 
 MEMORY_MODELS: dict[str, Path] = {  # name -> base path (version 1/ and expected.npz inside)
     SMALL_MODEL: MODELS[SMALL_MODEL],
@@ -134,25 +135,6 @@ def process_tree(pid: int) -> list[int]:
         found.append(current)
         stack.extend(sorted(tree.get(current, [])))
     return found
-
-
-def listening_ports(pid: int) -> set[int]:
-    """TCP ports ``pid`` has a listening socket on."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
 
 
 def workers_listening(supervisor: int, workers: int, ports: set[int]) -> list[int]:

@@ -20,36 +20,10 @@ from protos.tensorflow_serving.apis import model_management_pb2
 from tests.serving.e2e.support import HALF_PLUS_THREE_V, wait_until
 from tests.serving.rest.server_process import GRAPHSERVE, ServerProcess
 from tests.serving.support import HALF_PLUS_TWO
+from tests.serving.workers.support import listening_ports, workers_of
 
 RELOAD = "/tensorflow.serving.ModelService/HandleReloadConfigRequest"
 FRESH = 24  # connections opened one after another: both workers get some (or 2**-23)
-
-
-def workers_of(supervisor: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text()
-    except FileNotFoundError:
-        return []
-    return sorted(int(pid) for pid in text.split())
-
-
-def listening_ports(pid: int) -> set[int]:
-    """TCP ports ``pid`` has a listening socket on."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
 
 
 def both_listen(server: ServerProcess, count: int = 2) -> bool:
