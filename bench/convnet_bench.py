@@ -37,10 +37,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse
 import ctypes
 import dataclasses
-import datetime
 import gc
 import json
-import platform
 import resource
 import shutil
 import subprocess
@@ -60,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 from bench import ours
 from bench.report import Notes, _render
 from bench.tensors import leading_dim, max_abs_diff, tile_rows
-from bench.timing import Budget, measure
+from bench.timing import Budget, machine, measure
 from runtime import intra_op
 
 MODELS = ("resnet50", "mobilenet", "mobilenet_v2", "efficientnet_b0", "xception")
@@ -382,12 +380,7 @@ def memory_table(results: dict[str, Any], args: argparse.Namespace) -> str:
 def environment(args: argparse.Namespace, budget: Budget,
                 versions: dict[str, str], build_s: float) -> dict[str, Any]:
     return {
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
+        **machine(),
         "tensorflow": versions,
         "tf_engine": args.tf_engine,
         "threads": args.threads,

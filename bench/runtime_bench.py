@@ -25,10 +25,8 @@ gets a per-step table: the difference of medians divided by the difference of st
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -45,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from bench import ours, report
 from bench.numpy_ceiling import CEILINGS
 from bench.tensors import max_abs_diff, recorded_cases, tile_rows, widest_case
-from bench.timing import Budget, measure
+from bench.timing import Budget, machine, measure
 
 MODELS = (
     "mlp",
@@ -376,12 +374,7 @@ def bench_numpy(entry: dict[str, Any], name: str, budget: Budget) -> None:
 
 def environment(args: argparse.Namespace, budget: Budget, worker: dict[str, Any]) -> dict[str, Any]:
     return {
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
+        **machine(),
         "peers": worker.get("versions", {}),
         "threads": {
             "requested": args.threads,

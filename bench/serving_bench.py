@@ -505,6 +505,38 @@ def draw(sweep_file: Path, args: argparse.Namespace) -> str:
 # --- main --------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RunStart:
+    """When and where a serving run started, and with which load generators."""
+
+    started: datetime.datetime
+    cpus: int | None
+    load_before: tuple[float, float, float]
+    versions: dict[str, str]
+
+    @classmethod
+    def announce(cls, title: str) -> RunStart:
+        """Take the run's start and print its first two lines."""
+        cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                else os.cpu_count())
+        run = cls(datetime.datetime.now(datetime.UTC), cpus, os.getloadavg(), {
+            "wrk": tool_version([load.WRK, "--version"]),
+            "h2load": tool_version([load.H2LOAD, "--version"]),
+            "python": platform.python_version(), "grpcio": grpc.__version__,
+        })
+        print(f"{title}, {run.started:%Y-%m-%d %H:%M} UTC, {platform.node()}, {cpus} CPUs, "
+              f"load average {' '.join(f'{x:.2f}' for x in run.load_before)}")
+        print(f"{run.versions['wrk']}; {run.versions['h2load']}; Python "
+              f"{run.versions['python']}, grpcio {run.versions['grpcio']}")
+        return run
+
+    def fields(self, load_after: tuple[float, float, float]) -> dict[str, Any]:
+        """The start as the JSON output keeps it."""
+        return {"started": self.started.isoformat(), "host": platform.node(), "cpus": self.cpus,
+                "versions": self.versions,
+                "load_average": {"before": self.load_before, "after": load_after}}
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt  # unwinds through every ``finally`` that stops a server
 
@@ -512,16 +544,8 @@ def _interrupt(signum: int, frame: Any) -> None:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    started = datetime.datetime.now(datetime.UTC)
-    load_before = os.getloadavg()
-    versions = {"wrk": tool_version([load.WRK, "--version"]),
-                "h2load": tool_version([load.H2LOAD, "--version"]),
-                "python": platform.python_version(), "grpcio": grpc.__version__}
-    print(f"Serving benchmark, {started:%Y-%m-%d %H:%M} UTC, {platform.node()}, {cpus} CPUs, "
-          f"load average {' '.join(f'{x:.2f}' for x in load_before)}")
-    print(f"{versions['wrk']}; {versions['h2load']}; Python {versions['python']}, "
-          f"grpcio {versions['grpcio']}")
+    run = RunStart.announce("Serving benchmark")
+    cpus = run.cpus
     print(f"batch-1 requests; closed loop: {args.warmup} s warm-up + {args.seconds} s per cell, "
           f"concurrency {','.join(map(str, args.concurrency))}; load generators share the "
           f"{cpus} CPUs with the server")
@@ -584,8 +608,7 @@ def main(argv: list[str]) -> int:
     print(f"load average after: {' '.join(f'{x:.2f}' for x in load_after)}")
     if args.json:
         args.json.write_text(json.dumps({
-            "started": started.isoformat(), "host": platform.node(), "cpus": cpus,
-            "versions": versions, "load_average": {"before": load_before, "after": load_after},
+            **run.fields(load_after),
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "batching": {m: batching_text(args, m) for m in args.modes if m != "off"},
             "cells": cells, "model_errors": model_errors, "sweep": sweep, "notes": notes,

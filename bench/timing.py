@@ -6,7 +6,10 @@ worker (TensorFlow's environment), so every engine is timed by the same loop.
 
 from __future__ import annotations
 
+import datetime
 import gc
+import os
+import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -93,3 +96,17 @@ def measure(call: Callable[[], object], budget: Budget) -> Stats:
         if was_enabled:
             gc.enable()
     return summarize(samples)
+
+
+def machine() -> dict[str, object]:
+    """When and on what a run took place, for the JSON a bench keeps."""
+    import numpy as np
+
+    return {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }

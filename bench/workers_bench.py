@@ -29,11 +29,9 @@ transport. ``--json`` keeps every number.
 from __future__ import annotations
 
 import argparse
-import datetime
 import http.client
 import json
 import os
-import platform
 import shutil
 import signal
 import sys
@@ -47,7 +45,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import grpc
 
 from bench import serving_load as load
 from bench.serving_bench import (
@@ -56,12 +53,12 @@ from bench.serving_bench import (
     MODELS,
     START_DEADLINE_S,
     TRANSPORTS,
+    RunStart,
     Target,
     failed_cell,
     serve_and_measure,
     start_asgi,
     start_grpc_ceiling,
-    tool_version,
 )
 from bench.serving_report import SMALL_MODEL, _num, ceiling_for
 from bench.serving_servers import Server, ServerFailed, TryAgain, _children, free_port
@@ -452,16 +449,8 @@ def _interrupt(signum: int, frame: Any) -> None:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    started = datetime.datetime.now(datetime.UTC)
-    load_before = os.getloadavg()
-    versions = {"wrk": tool_version([load.WRK, "--version"]),
-                "h2load": tool_version([load.H2LOAD, "--version"]),
-                "python": platform.python_version(), "grpcio": grpc.__version__}
-    print(f"Workers benchmark, {started:%Y-%m-%d %H:%M} UTC, {platform.node()}, {cpus} CPUs, "
-          f"load average {' '.join(f'{x:.2f}' for x in load_before)}")
-    print(f"{versions['wrk']}; {versions['h2load']}; Python {versions['python']}, "
-          f"grpcio {versions['grpcio']}")
+    run = RunStart.announce("Workers benchmark")
+    cpus = run.cpus
     if not args.skip_throughput and not (shutil.which(load.WRK) and shutil.which(load.H2LOAD)):
         print("wrk and h2load are needed (Debian packages wrk, nghttp2-client)", file=sys.stderr)
         return 2
@@ -498,8 +487,7 @@ def main(argv: list[str]) -> int:
     print(f"load average after: {' '.join(f'{x:.2f}' for x in load_after)}")
     if args.json:
         args.json.write_text(json.dumps({
-            "started": started.isoformat(), "host": platform.node(), "cpus": cpus,
-            "versions": versions, "load_average": {"before": load_before, "after": load_after},
+            **run.fields(load_after),
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "cells": cells, "memory": [asdict(s) for s in samples], "notes": notes,
         }, indent=2, default=str))

@@ -154,10 +154,12 @@ class WeightStore:
     ) -> None:
         entries = _slots(constants)
         temp = data.with_suffix(".partial")
+        written: set[object] = set()
         with open(temp, "wb") as out:
             for (_, value), entry in zip(constants, entries):
-                if entry["node"] != _first_node(entries, entry):
+                if entry["offset"] in written:  # an array several nodes share: stored once
                     continue
+                written.add(entry["offset"])
                 out.seek(int(entry["offset"]))  # type: ignore[call-overload]
                 out.write(_as_bytes(value).data)
         os.replace(temp, data)
@@ -181,14 +183,6 @@ class WeightStore:
                 data.unlink(missing_ok=True)
                 (self.directory / f"{key}.json").unlink(missing_ok=True)
                 log.info("Weight store: removed %s (no worker serves it)", key)
-
-
-def _first_node(entries: list[dict[str, object]], entry: dict[str, object]) -> object:
-    """The node whose array a slot holds (the first entry at that offset)."""
-    for other in entries:
-        if other["offset"] == entry["offset"]:
-            return other["node"]
-    return entry["node"]
 
 
 def _swap(
