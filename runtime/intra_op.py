@@ -45,6 +45,19 @@ def threads() -> int:
     return _threads
 
 
+def _blas_single_threaded(environ: dict[str, str] | os._Environ[str]) -> bool:
+    # OpenBLAS takes the first of these that is set; unset, it runs one thread per core.
+    for var in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = environ.get(var, "").strip()
+        if value:
+            return value == "1"
+    return False
+
+
+# Read once: BLAS reads its thread count when it is loaded, before any kernel runs.
+BLAS_SINGLE_THREADED = _blas_single_threaded(os.environ)
+
+
 # A kernel spreads its blocks over threads only from this many multiply-adds: handing a block
 # to another thread and waiting for it costs tens of microseconds, a few hundred thousand
 # multiply-adds' worth.

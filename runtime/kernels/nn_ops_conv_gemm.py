@@ -15,37 +15,94 @@ Conv2DBackpropInput), chosen once per input shape.
 The bias rides in the product: the patch matrix has a column (row) of ones and the filter matrix
 the bias as an extra row. A fused Relu is applied by the pass that crops the channel-major result
 (in place after the product otherwise). Work is done in blocks of whole images (or image rows)
-sized to stay in cache and below the size at which OpenBLAS goes multi-threaded; padded inputs
-and patch matrices live in per-thread scratch buffers reused from call to call. With threads
-inside a run (``runtime.intra_op``), the blocks of a big product are spread over them: each
-block writes its own rows of the output from its thread's own patch matrix.
+sized to stay in cache (and, when BLAS has threads of its own, below the size at which OpenBLAS
+uses them); padded inputs and patch matrices live in per-thread scratch buffers reused from call
+to call. With threads inside a run (``runtime.intra_op``), the blocks of a big product are
+spread over them (``tiling``): each block writes its own rows of the output from its thread's
+own patch matrix, and a product with too few rows to share is shared by its filter's columns.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import numpy as np
 
-from runtime.intra_op import run_blocks, worth_threads
+from runtime.intra_op import (
+    BLAS_SINGLE_THREADED,
+    PARALLEL_MIN_MACS,
+    run_blocks,
+    threads,
+    worth_threads,
+)
 from runtime.kernels.clamps import relu_, relu_into
 from runtime.kernels.nn_ops_common import WIDE_MIN_SIZE, Key, Window, scratch, tiled, view
 from runtime.kernels.nn_ops_grid import Grid, grid_axis
 
 # Fewer input channels than this take the channel-major path.
 CHANNEL_MAJOR_BELOW = 8
-# Rows of the patch matrix per block (grid cells for the channel-major path), at most.
-_BLOCK_ROWS = 2048
-# OpenBLAS hands a product of at least this many multiply-adds (m * n * k) to a second thread.
-# Its workers then spin for a while, taking a core from the caller: on a busy machine that turns
-# a millisecond into tens. The blocks stay below it where they can.
+# Rows of the patch matrix per block, with BLAS on the calling thread only. OpenBLAS packs the
+# whole filter matrix again on every product, so blocks of few rows spend much of their time
+# packing (measured on ResNet50: 64-row blocks cost 17% over the bare products, 512-row blocks
+# 8%); a block's patch matrix still fits the last-level cache.
+_BLOCK_ROWS = 512
+# With BLAS threads of its own: OpenBLAS hands a product of at least this many multiply-adds
+# (m * n * k) to a second thread. Its workers then spin for a while, taking a core from the
+# caller: on a busy machine that turns a millisecond into tens. The blocks stay below it where
+# they can.
 _SINGLE_THREAD_MNK = 524288
+_MULTI_BLAS_BLOCK_ROWS = 2048
+# Threads share a product by rows while each gets at least this many; with fewer they share the
+# filter's columns instead (the 7x7 maps at the end of a convnet have 49 rows per image).
+_SPLIT_MIN_ROWS = 64
+# Column ranges start at multiples of this: whole vector registers of the product's kernel.
+_COLUMN_ALIGN = 16
 
 
 def block_rows(k: int, o: int) -> int:
-    """Patch rows per block for a [rows, k] x [k, o] product."""
-    return max(64, min(_BLOCK_ROWS, (_SINGLE_THREAD_MNK - 1) // max(k * o, 1)))
+    """Patch rows per block for a [rows, k] x [k, o] product on one thread."""
+    if BLAS_SINGLE_THREADED:
+        return _BLOCK_ROWS
+    return max(64, min(_MULTI_BLAS_BLOCK_ROWS, (_SINGLE_THREAD_MNK - 1) // max(k * o, 1)))
+
+
+def spread(work: Callable[[int], None], count: int, macs: int) -> None:
+    """``work(i)`` for each block: over the threads when the product is worth it."""
+    if count > 1 and worth_threads(macs):
+        run_blocks(work, count)
+    else:
+        for index in range(count):
+            work(index)
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How a [m, k] x [k, o] product is cut: blocks of at most ``rows`` rows, and within a block
+    the column ranges of the filter matrix, each a separate piece of work for the threads."""
+
+    rows: int
+    columns: tuple[tuple[int, int], ...]
+
+
+def tiling(m: int, k: int, o: int, threads: int) -> Tiling:
+    """The blocks for ``threads`` threads: as many row blocks as it takes to stay in cache, a
+    multiple of ``threads`` so that each thread gets the same share; too few rows to share, one
+    block whose filter columns are shared instead."""
+    limit = max(1, min(block_rows(k, o), m))
+    everything = ((0, o),)
+    if threads <= 1 or m * k * o < PARALLEL_MIN_MACS:
+        return Tiling(limit, everything)
+    if m < _SPLIT_MIN_ROWS * threads:
+        parts = min(threads, o // _COLUMN_ALIGN)
+        if parts <= 1:
+            return Tiling(m, everything)
+        bounds = [o * i // parts // _COLUMN_ALIGN * _COLUMN_ALIGN for i in range(parts)] + [o]
+        return Tiling(m, tuple(itertools.pairwise(bounds)))
+    blocks = -(-m // limit)
+    blocks = -(-blocks // threads) * threads
+    return Tiling(-(-m // blocks), everything)
 
 
 @dataclass(frozen=True)
@@ -171,24 +228,29 @@ class Pointwise(ConvAlgorithm):
                       x[:, :(oh - 1) * sh + 1:sh, :(ow - 1) * sw + 1:sw])
         y = self._output(out)
         flat = y.reshape(-1, s.o)
-        step = block_rows(pixels.shape[1], s.o)
-
-        bias = weights[1]
+        matrix, bias = weights
+        cut = tiling(flat.shape[0], pixels.shape[1], s.o, threads())
+        columns = cut.columns
+        step = cut.rows
 
         def block(index: int) -> None:
-            first = index * step
-            rows = flat[first:first + step]
-            np.matmul(pixels[first:first + step], weights[0], out=rows)
-            add_bias_(rows, bias)
+            part, column = divmod(index, len(columns))
+            first, (first_column, end_column) = part * step, columns[column]
+            if len(columns) == 1:
+                rows = flat[first:first + step]
+                np.matmul(pixels[first:first + step], matrix, out=rows)
+                add_bias_(rows, bias)
+            else:
+                rows = flat[first:first + step, first_column:end_column]
+                np.matmul(pixels[first:first + step], matrix[:, first_column:end_column],
+                          out=rows)
+                if bias is not None:
+                    np.add(rows, bias[first_column:end_column], out=rows)
             if activation is not None:
                 activation(rows)
 
-        blocks = -(-flat.shape[0] // step)
-        if worth_threads(flat.shape[0] * pixels.shape[1] * s.o):
-            run_blocks(block, blocks)
-        else:
-            for index in range(blocks):
-                block(index)
+        spread(block, -(-flat.shape[0] // step) * len(columns),
+               flat.shape[0] * pixels.shape[1] * s.o)
         return y
 
 
@@ -209,6 +271,18 @@ class _Padded:
         s = shape
         self.padded = np.zeros((s.n, *padded_hw, s.c), s.dtype)
         self.nbytes = self.padded.nbytes
+
+
+@dataclass(frozen=True)
+class _PatchBlocks:
+    """Patches' blocks for one number of threads: (first image, end image, first row, end
+    row) each, the patch rows of the largest, its scratch key, and the filter columns shared
+    within a block."""
+
+    blocks: list[tuple[int, int, int, int]]
+    rows: int
+    key: Key
+    columns: tuple[tuple[int, int], ...]
 
 
 class _PatchRows:
@@ -237,11 +311,9 @@ class Patches(ConvAlgorithm):
         # The part of the input inside that extent.
         self.in_h = max(0, min(s.h, self.need_h - pt))
         self.in_w = max(0, min(s.w, self.need_w - pl))
-        self.blocks = _blocks(s.n, oh * ow, oh, block_rows(s.kh * s.kw * s.c + 1, s.o))
-        self.block_rows = max((i1 - i0) * (r1 - r0) * ow for i0, i1, r0, r1 in self.blocks)
         self.padded_key = Key(("conv-patches-padded", s, self.need_h, self.need_w))
-        self.rows_key = Key(("conv-patches-rows", s, self.block_rows))
         self.macs = s.n * oh * ow * (s.kh * s.kw * s.c + 1) * s.o
+        self._cuts: dict[int, _PatchBlocks] = {}  # by threads
 
     def prepare(self, f: np.ndarray, bias: np.ndarray | None) -> Weights:
         matrix, _ = super().prepare(f, None)
@@ -250,8 +322,17 @@ class Patches(ConvAlgorithm):
     def _padded(self) -> _Padded:
         return _Padded(self.shape, (self.need_h, self.need_w))
 
-    def _rows(self) -> _PatchRows:
-        return _PatchRows(self.shape, self.block_rows)
+    def _cut(self, threads: int) -> _PatchBlocks:
+        cut = self._cuts.get(threads)
+        if cut is None:
+            s = self.shape
+            oh, ow = s.rows.out, s.cols.out
+            tiles = tiling(s.n * oh * ow, s.kh * s.kw * s.c + 1, s.o, threads)
+            blocks = _blocks(s.n, oh * ow, oh, tiles.rows)
+            rows = max((i1 - i0) * (r1 - r0) * ow for i0, i1, r0, r1 in blocks)
+            cut = self._cuts[threads] = _PatchBlocks(
+                blocks, rows, Key(("conv-patches-rows", s, rows)), tiles.columns)
+        return cut
 
     def __call__(self, x: np.ndarray, weights: Weights, activation: Activation,
                  out: np.ndarray | None = None) -> np.ndarray:
@@ -276,23 +357,39 @@ class Patches(ConvAlgorithm):
         k = s.kh * s.kw * c
         out = self._output(out)
         flat = out.reshape(-1, s.o)
+        cut = self._cut(threads())
+        matrix = weights[0]
 
-        def block(index: int) -> None:
-            i0, i1, r0, r1 = self.blocks[index]
+        def fill(index: int) -> tuple[np.ndarray, np.ndarray]:
+            """Block ``index``'s patch matrix (this thread's) and its rows of the output."""
+            i0, i1, r0, r1 = cut.blocks[index]
             rows = (i1 - i0) * (r1 - r0) * ow
-            patches = scratch(self.rows_key, self._rows).patches[:rows]
+            patches = scratch(cut.key, lambda: _PatchRows(s, cut.rows)).patches[:rows]
             np.copyto(patches[:, :k].reshape((i1 - i0, r1 - r0) + windows.shape[2:]),
                       windows[i0:i1, r0:r1])
             first = (i0 * oh + r0) * ow
-            np.matmul(patches, weights[0], out=flat[first:first + rows])
-            if activation is not None:
-                activation(flat[first:first + rows])
+            return patches, flat[first:first + rows]
 
-        if worth_threads(self.macs):
-            run_blocks(block, len(self.blocks))
-        else:
-            for index in range(len(self.blocks)):
-                block(index)
+        if len(cut.columns) == 1:
+            def block(index: int) -> None:
+                patches, rows = fill(index)
+                np.matmul(patches, matrix, out=rows)
+                if activation is not None:
+                    activation(rows)
+
+            spread(block, len(cut.blocks), self.macs)
+            return out
+        # One block, too few rows to share: the threads share its columns.
+        patches, rows = fill(0)
+
+        def columns(index: int) -> None:
+            first, end = cut.columns[index]
+            part = rows[:, first:end]
+            np.matmul(patches, matrix[:, first:end], out=part)
+            if activation is not None:
+                activation(part)
+
+        spread(columns, len(cut.columns), self.macs)
         return out
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from runtime.errors import OpError
-from runtime.kernels import nn_ops_common
+from runtime.kernels import nn_ops_common, nn_ops_conv_gemm
 from runtime.kernels.nn_ops_common import (
     Derived,
     Window,
@@ -28,6 +28,7 @@ from runtime.kernels.nn_ops_conv_gemm import (
     Pointwise,
     block_rows,
     choose,
+    tiling,
 )
 from runtime.kernels.nn_ops_depthwise import (
     Depthwise,
@@ -680,6 +681,39 @@ def test_window_geometry_used_by_the_grid() -> None:
     # SAME with stride 2 on an even size pads only after; the grid relies on these numbers.
     assert window(14, 3, 2, 1, "SAME") == Window(7, 0, 1)
     assert window(15, 3, 2, 1, "VALID") == Window(7, 0, 0)
+
+
+def test_tiling_gives_each_thread_an_equal_share() -> None:
+    # One thread, or too little work to share: blocks of at most block_rows, all columns.
+    assert tiling(3136, 577, 64, 1).rows == min(3136, block_rows(577, 64))
+    assert tiling(3136, 8, 8, 2).columns == ((0, 8),)
+    # Row blocks, shared out as intra_op.run_blocks does: every thread gets about as many rows.
+    for m, threads in [(3136, 2), (784, 2), (196, 2), (25088, 3), (200, 2), (130, 2)]:
+        cut = tiling(m, 577, 64, threads)
+        assert cut.columns == ((0, 64),) and cut.rows <= block_rows(577, 64)
+        blocks = -(-m // cut.rows)
+        ends = [min(m, blocks * i // threads * cut.rows) for i in range(threads + 1)]
+        shares = [end - first for first, end in itertools.pairwise(ends)]
+        assert min(shares) > 0 and max(shares) <= 1.1 * min(shares), (m, threads, shares)
+    # Too few rows for each thread: one block, its columns shared on whole vector widths.
+    cut = tiling(49, 4609, 512, 2)
+    assert cut.rows == 49 and cut.columns == ((0, 256), (256, 512))
+    assert tiling(49, 4609, 200, 3).columns == ((0, 64), (64, 128), (128, 200))
+    assert tiling(49, 4609, 16, 2).columns == ((0, 16),)  # too narrow to share
+
+
+@pytest.mark.parametrize("blas_single_threaded", [True, False])
+@pytest.mark.parametrize("x_shape,f_shape", [((2, 56, 56, 32), (3, 3, 32, 48)),
+                                             ((1, 50, 50, 16), (1, 1, 16, 96))])
+def test_blocks_for_either_kind_of_blas(blas_single_threaded: bool, x_shape: tuple,
+                                        f_shape: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The block sizes depend on whether BLAS has threads of its own; both give the convolution.
+    monkeypatch.setattr(nn_ops_conv_gemm, "BLAS_SINGLE_THREADED", blas_single_threaded)
+    x, f = normal(*x_shape), normal(*f_shape)
+    result = instantiate("Conv2D", conv_attrs((1, 1), (1, 1), "SAME"))(x, f)
+    pads = pads_of("SAME", x_shape[1:3], f_shape[:2], (1, 1), (1, 1), None)
+    np.testing.assert_allclose(result, reference_conv(x, f, (1, 1), (1, 1), pads), rtol=1e-4,
+                               atol=1e-4)
 
 
 @pytest.mark.parametrize("fused_ops", [["BiasAdd"], ["BiasAdd", "Relu"], ["BiasAdd", "Relu6"],
