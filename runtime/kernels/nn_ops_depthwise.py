@@ -9,13 +9,11 @@ numpy's inner loops over only the handful of channels. Every step works on each 
 so with threads inside a run (``runtime.intra_op``) the channels are split between them.
 
 With one filter per channel (multiplier 1) and many channels, the per-tap multiply-add is the
-faster way after all (``DepthwiseTaps``): numpy's inner loops then run over a whole row of
-pixels and channels, and done on a few output rows at a time, every pass stays in cache. On
-MobileNet's, EfficientNet's and Xception's layers (64 to 960 channels) it is 1.4-3.7x faster
-than the grid; below ``TAPS_MIN_CHANNELS`` the grid is as fast. With stride 1 along the width a
-row's window is one run of values, and the taps are tiled along the row to match, so each
-multiply-add is one long loop: 20-30% faster again, and faster than the grid from 32 channels
-(MobileNet's first layer, 112x112x32: 4.6 -> 2.8 ms).
+faster way after all (``DepthwiseTaps``): with the input laid out in column phases, a tap's
+window over an output row is one run of pixels and channels, so numpy's inner loops run over a
+whole row, and done on a few output rows at a time, every pass stays in cache. On MobileNet's,
+EfficientNet's and Xception's layers (32 to 960 channels) it is 1.2-2.5x faster than the grid,
+strided or not; below ``TAPS_MIN_CHANNELS`` the grid is as fast or faster.
 """
 
 from __future__ import annotations
@@ -42,10 +40,8 @@ from runtime.kernels.nn_ops_grid import Grid, grid_axis
 _BLOCK_CELLS = 2048
 # Channels per thread, at least: fewer make copies too short to be worth a thread.
 _MIN_THREAD_CHANNELS = 8
-# With one filter per channel and at least this many channels, the tap-by-tap way is used; with
-# stride 1 along the width (one long inner loop per row), from fewer channels.
-TAPS_MIN_CHANNELS = 64
-TAPS_MIN_CHANNELS_FLAT = 32
+# With one filter per channel and at least this many channels, the tap-by-tap way is used.
+TAPS_MIN_CHANNELS = 32
 # Output rows per pass of the tap-by-tap way: about this many bytes, to stay in cache.
 _TAPS_CHUNK_BYTES = 256 << 10
 
@@ -176,23 +172,34 @@ class _Padded:
 class DepthwiseTaps:
     """Multiplier 1: ``out = sum over taps of window(tap) * filter(tap)``, channel by channel,
     on a few output rows at a time; the bias and Relu are applied to those rows while they
-    are in cache. Chunks of rows are independent, so threads inside a run share them out."""
+    are in cache. Chunks of rows are independent, so threads inside a run share them out.
+
+    The padded input is kept as column phases: phase ``p`` holds the padded columns ``p``,
+    ``p + sw``, ``p + 2 sw``... for a stride ``sw`` along the width (stride 1: one phase, the
+    padded input itself). A tap's window over an output row is then one run of ``ow * C``
+    values of one phase, whatever the stride, so each multiply-add is one long inner loop
+    (numpy's loop over only C values, stepping over every other pixel, is much slower)."""
 
     def __init__(self, shape: DepthwiseShape) -> None:
         s = shape
         self.shape = s
-        # Stride 1 along the width: an output row's window is one run of ow * C values, so each
-        # multiply-add is one long inner loop (numpy's loop over only C values is much slower).
-        self.flat = s.strides[1] == 1
-        self.filter_key: Hashable = ("depthwise-taps", self.flat, s.cols.out if self.flat else 0)
+        self.filter_key: Hashable = ("depthwise-taps", s.cols.out)
         oh, ow = s.rows.out, s.cols.out
         (sh, sw), (dh, dw) = s.strides, s.dilations
         self.need_h = (oh - 1) * sh + (s.kh - 1) * dh + 1
         self.need_w = (ow - 1) * sw + (s.kw - 1) * dw + 1
+        self.phase_w = -(-self.need_w // sw)
         pt, pl = s.rows.pad_before, s.cols.pad_before
-        self.copy_in = pt > 0 or pl > 0 or self.need_h > s.h or self.need_w > s.w
+        self.copy_in = (sw > 1 or pt > 0 or pl > 0 or self.need_h > s.h
+                        or self.need_w > s.w)
         self.in_h = max(0, min(s.h, self.need_h - pt))
-        self.in_w = max(0, min(s.w, self.need_w - pl))
+        in_w = max(0, min(s.w, self.need_w - pl))
+        # (phase, first phase column, input columns) for each phase the input reaches.
+        self.fills = []
+        for phase in range(sw):
+            first = (phase - pl) % sw  # the first input column landing in this phase
+            if first < in_w:
+                self.fills.append((phase, (first + pl) // sw, slice(first, in_w, sw)))
         rows = max(1, _TAPS_CHUNK_BYTES // max(ow * s.c * s.dtype.itemsize, 1))
         self.chunks = [(b, r0, min(oh, r0 + rows)) for b in range(s.n) for r0 in range(0, oh, rows)]
         self.rows = min(rows, oh)
@@ -201,48 +208,48 @@ class DepthwiseTaps:
         self.macs = s.n * oh * ow * s.c * (s.kh * s.kw + 1)
 
     def prepare(self, f: np.ndarray, bias: np.ndarray | None) -> Weights:
-        """[kh, kw, C, 1] -> [kh, kw, C] contiguous, each tap's C values one run; with stride 1
-        along the width, each tap (and the bias) tiled along an output row, [kh, kw, ow * C]."""
+        """[kh, kw, C, 1] -> each tap (and the bias) tiled along an output row,
+        [kh, kw, ow * C]."""
         taps = np.ascontiguousarray(f[:, :, :, 0])
-        if not self.flat:
-            return taps, bias
         ow = self.shape.cols.out
         tiled_bias = None if bias is None else np.tile(bias, ow)
         return np.ascontiguousarray(np.tile(taps, (1, 1, ow))), tiled_bias
 
+    def _phases(self, x: np.ndarray) -> np.ndarray:
+        """The padded input as [n, rows, phase, phase column, C]."""
+        s = self.shape
+        if not self.copy_in:
+            return x.reshape(s.n, s.h, 1, s.w, s.c)
+        src = scratch(self.padded_key, lambda: _Padded(
+            (s.n, self.need_h, s.strides[1], self.phase_w, s.c), s.dtype)).values
+        pt = s.rows.pad_before
+        for phase, first, columns in self.fills:
+            part = x[:, :self.in_h, columns]
+            src[:, pt:pt + self.in_h, phase, first:first + part.shape[2]] = part
+        return src
+
     def __call__(self, x: np.ndarray, weights: Weights, activation: Activation) -> np.ndarray:
         s = self.shape
         taps, bias = weights
-        if self.copy_in:
-            src = scratch(self.padded_key, lambda: _Padded(
-                (s.n, self.need_h, self.need_w, s.c), s.dtype)).values
-            pt, pl = s.rows.pad_before, s.cols.pad_before
-            src[:, pt:pt + self.in_h, pl:pl + self.in_w] = x[:, :self.in_h, :self.in_w]
-        else:
-            src = x
+        src = self._phases(x)
         out = np.empty(s.out_shape, s.dtype)
         (sh, sw), (dh, dw) = s.strides, s.dilations
         ow = s.cols.out
-        col_end = (ow - 1) * sw + 1
-
-        flat = self.flat
+        width = ow * s.c
 
         def chunk(index: int) -> None:
             b, r0, r1 = self.chunks[index]
             rows = r1 - r0
-            o = out[b, r0:r1]
-            tmp = scratch(self.tmp_key, lambda: _Padded((self.rows, ow, s.c), s.dtype))
+            o = out[b, r0:r1].reshape(rows, width)
+            tmp = scratch(self.tmp_key, lambda: _Padded((self.rows, width), s.dtype))
             t = tmp.values[:rows]
-            if flat:
-                o, t = o.reshape(rows, ow * s.c), t.reshape(rows, ow * s.c)
             first = True
             for i in range(s.kh):
                 y0 = r0 * sh + i * dh
                 window_rows = src[b, y0:y0 + (rows - 1) * sh + 1:sh]
                 for j in range(s.kw):
-                    window = window_rows[:, j * dw:j * dw + col_end:sw]
-                    if flat:
-                        window = window.reshape(rows, ow * s.c)
+                    phase, column = divmod(j * dw, sw)[::-1]
+                    window = window_rows[:, phase, column:column + ow].reshape(rows, width)
                     if first:
                         np.multiply(window, taps[i, j], out=o)
                         first = False
@@ -265,7 +272,6 @@ class DepthwiseTaps:
 def choose_depthwise(shape: DepthwiseShape) -> Depthwise | DepthwiseTaps:
     s = shape
     empty = s.n == 0 or s.rows.out == 0 or s.cols.out == 0 or s.c == 0 or s.kh * s.kw == 0
-    fewest = TAPS_MIN_CHANNELS_FLAT if s.strides[1] == 1 else TAPS_MIN_CHANNELS
-    if s.multiplier == 1 and s.c >= fewest and not empty:
+    if s.multiplier == 1 and s.c >= TAPS_MIN_CHANNELS and not empty:
         return DepthwiseTaps(shape)
     return Depthwise(shape)

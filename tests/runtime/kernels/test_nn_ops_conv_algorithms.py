@@ -371,7 +371,7 @@ DEPTHWISE_CASES = [
     ("dilated", (1, 9, 9, 5), (3, 3, 5, 2), (1, 1), (2, 3), "SAME", None),
     ("strided_dilated", (1, 12, 13, 2), (3, 3, 2, 2), (2, 2), (2, 1), "SAME", None),
     ("explicit", (2, 6, 7, 4), (3, 3, 4, 2), (1, 1), (1, 1), "EXPLICIT", ((1, 2), (3, 0))),
-    ("many_channels_strided", (2, 7, 7, 33), (3, 3, 33, 1), (2, 2), (1, 1), "SAME", None),
+    ("channels_strided", (2, 7, 7, 31), (3, 3, 31, 1), (2, 2), (1, 1), "SAME", None),
     ("blocks", (50, 9, 9, 3), (3, 3, 3, 2), (1, 1), (1, 1), "SAME", None),
     ("large_image", (1, 60, 50, 2), (3, 3, 2, 1), (1, 1), (1, 1), "SAME", None),
     # Tap by tap (one filter per channel, many channels).
@@ -382,9 +382,11 @@ DEPTHWISE_CASES = [
     ("taps_explicit", (2, 6, 7, 64), (3, 3, 64, 1), (1, 2), (1, 1), "EXPLICIT",
      ((1, 2), (3, 0))),
     ("taps_many_chunks", (3, 70, 65, 64), (3, 3, 64, 1), (1, 1), (1, 1), "SAME", None),
-    # Stride 1 along the width: each row one long run, from fewer channels.
-    ("taps_flat_few_channels", (2, 6, 6, 33), (3, 3, 33, 1), (1, 1), (1, 1), "SAME", None),
-    ("taps_flat_rows_strided", (1, 11, 9, 32), (3, 3, 32, 1), (2, 1), (1, 1), "VALID", None),
+    # Three column phases, the dilated taps reading them out of order (0, 2, 1).
+    ("taps_strided_dilated", (1, 13, 17, 64), (3, 3, 64, 1), (2, 3), (2, 2), "SAME", None),
+    ("taps_few_channels", (2, 6, 6, 33), (3, 3, 33, 1), (1, 1), (1, 1), "SAME", None),
+    ("taps_rows_strided", (1, 11, 9, 32), (3, 3, 32, 1), (2, 1), (1, 1), "VALID", None),
+    ("taps_few_channels_strided", (2, 9, 9, 32), (3, 3, 32, 1), (2, 2), (1, 1), "SAME", None),
 ]
 
 
