@@ -200,13 +200,16 @@ class _Pixels:
 
 
 class Pointwise(ConvAlgorithm):
-    """Pixels read in place when every one is used; otherwise gathered into scratch, with a
-    column of ones that carries the bias."""
+    """Pixels read in place when every one is used and the output is no wider than the input;
+    otherwise gathered into scratch, with a column of ones that carries the bias. (In place, the
+    bias is one more pass over the output: on an expansion, such as MobileNetV2's 24 -> 144
+    channels, copying the narrower input is the cheaper pass.)"""
 
     def __init__(self, shape: ConvShape) -> None:
         super().__init__(shape)
         s = shape
-        self.in_place = s.strides == (1, 1) and (s.h, s.w) == (s.rows.out, s.cols.out)
+        self.in_place = (s.strides == (1, 1) and (s.h, s.w) == (s.rows.out, s.cols.out)
+                         and s.c >= s.o)
         self.filter_key = "hwio" if self.in_place else "hwio+bias"
         self.key = Key(("conv-pointwise", shape))
 
