@@ -22,6 +22,7 @@ from runtime.optimize.fusion import fuse_patterns
 from runtime.optimize.identity import remove_identities
 from runtime.optimize.input_affine import fold_affine_into_consumer, move_affine_past_max_pool
 from runtime.optimize.layer_norm import fuse_layer_norm
+from runtime.optimize.pad_into_conv import fold_pads_into_convs
 from runtime.optimize.prune import prune_to_protected
 from runtime.optimize.repeat import fuse_repeats
 from runtime.optimize.reshape import reshape_by_template
@@ -36,8 +37,10 @@ from runtime.resources import ResourceManager
 # affine folding does for convolutions (batch norm's scale and shift are folded by then). What
 # affine folding leaves (a batch norm after an activation) then moves past a max pool and into the
 # next linear op's weights where it can, leaving that op a bias that a second round of affine
-# folding merges with its own; fusion runs last, on the smallest graph. The tensordot and repeat rewrites read the shape subgraphs
-# that the reshape rewrite removes, so they go first. Control-flow bodies are specialised and
+# folding merges with its own. Zero pads fold into the convolutions after that (input affine
+# folding needs a convolution that reads no padding); fusion runs last, on the smallest graph.
+# The tensordot and repeat rewrites read the shape subgraphs that the reshape rewrite removes, so
+# they go first. Control-flow bodies are specialised and
 # optimized with these same passes: once before freezing (binding variable handles, so that
 # freezing sees loops only read them) and once after folding (binding the constants it made).
 DEFAULT_PASSES: tuple[tuple[str, Pass], ...] = (
@@ -60,6 +63,7 @@ DEFAULT_PASSES: tuple[tuple[str, Pass], ...] = (
     ("fold_affine_into_consumer", fold_affine_into_consumer),
     ("fold_affine_again", fold_affine),
     ("fuse_layer_norm", fuse_layer_norm),
+    ("fold_pads_into_convs", fold_pads_into_convs),
     ("fuse_patterns", fuse_patterns),
     ("prune_again", prune_to_protected),
 )

@@ -33,6 +33,7 @@ from runtime.optimize.fusion import fuse_patterns
 from runtime.optimize.identity import remove_identities
 from runtime.optimize.input_affine import fold_affine_into_consumer, move_affine_past_max_pool
 from runtime.optimize.layer_norm import fuse_layer_norm
+from runtime.optimize.pad_into_conv import fold_pads_into_convs
 from runtime.optimize.prune import prune_to_protected
 from runtime.optimize.repeat import fuse_repeats
 from runtime.optimize.reshape import reshape_by_template
@@ -1338,3 +1339,65 @@ def test_repeat_rewrite_needs_proof() -> None:
     graph = Graph([placeholder("x"), *_repeat("x", 1, 2, "r"), op("out", "Neg", "r", T=F32),
                    op("side", "Neg", "r/tile", T=F32)])
     assert fuse_repeats(graph, context("out", "side")).node("r").op == "Reshape"
+
+
+# a zero Pad before a convolution
+
+
+def _padded_conv(pads: Sequence[Sequence[int]], op_type: str = "Conv2D", pad_op: str = "Pad",
+                 fill: float = 0.0, data_format: str = "NHWC", padding: str = "VALID",
+                 explicit: Sequence[int] = ()) -> list[Node]:
+    weights = _x(3, 3, 4, 2 if op_type == "Conv2D" else 1, seed=1)
+    pad_inputs = ["x", "pads", "fill"] if pad_op == "PadV2" else ["x", "pads"]
+    strides = [1, 2, 2, 1] if data_format == "NHWC" else [1, 1, 2, 2]
+    return [
+        placeholder("x"), const("w", weights), const("pads", list(pads), np.int32),
+        const("fill", fill, np.float32), const("bias", _x(weights.shape[3] * (
+            1 if op_type == "Conv2D" else 4), seed=2)),
+        op("pad", pad_op, *pad_inputs, T=F32),
+        op("conv", op_type, "pad", "w", T=F32, strides=strides, padding=padding,
+           data_format=data_format, explicit_paddings=list(explicit)),
+        op("biased", "BiasAdd", "conv", "bias", T=F32, data_format=data_format),
+        op("out", "Relu", "biased", T=F32),
+    ]
+
+
+@pytest.mark.parametrize("case", [
+    {"pads": [[0, 0], [1, 1], [0, 1], [0, 0]]},
+    {"pads": [[0, 0], [2, 0], [1, 2], [0, 0]], "op_type": "DepthwiseConv2dNative",
+     "pad_op": "PadV2"},
+    {"pads": [[0, 0], [1, 0], [0, 1], [0, 0]], "padding": "EXPLICIT",
+     "explicit": [0, 0, 1, 1, 2, 0, 0, 0]},
+    {"pads": [[0, 0], [0, 0], [1, 1], [1, 1]], "data_format": "NCHW"},
+], ids=["conv", "depthwise_padv2", "added_to_explicit", "nchw"])
+def test_zero_pad_becomes_the_convolutions_padding(case: dict[str, Any]) -> None:
+    graph = Graph(_padded_conv(**case))
+    ctx = context("out")
+    folded = prune_to_protected(fold_pads_into_convs(graph, ctx), ctx)
+    assert "pad" not in folded and folded.node("conv").inputs[0] == TensorRef("x")
+    assert folded.node("conv").attrs["padding"] == "EXPLICIT"
+    shape = (2, 7, 8, 4) if case.get("data_format", "NHWC") == "NHWC" else (2, 4, 7, 8)
+    feeds = {"x": _x(*shape, seed=3)}
+    assert_same_results(graph, folded, ["out"], feeds)
+    if case.get("data_format", "NHWC") == "NHWC":  # the fused kernels are NHWC only
+        fused = fuse_patterns(folded, ctx)
+        assert fused.node("out").op.startswith("_Fused")
+        assert_same_results(graph, fused, ["out"], feeds)
+
+
+def test_pads_that_are_not_the_convolutions_stay() -> None:
+    spatial = [[0, 0], [1, 1], [1, 1], [0, 0]]
+    cases = {
+        "channels padded": _padded_conv([[0, 0], [1, 1], [1, 1], [0, 1]]),
+        "batch padded": _padded_conv([[1, 0], [1, 1], [1, 1], [0, 0]]),
+        "filled with ones": _padded_conv(spatial, pad_op="PadV2", fill=1.0),
+        "SAME convolution": _padded_conv(spatial, padding="SAME"),
+        "pad read twice": [*_padded_conv(spatial), op("side", "Neg", "pad", T=F32)],
+    }
+    for label, nodes in cases.items():
+        graph = Graph(nodes)
+        after = fold_pads_into_convs(graph, context("out"))
+        assert after.node("conv").inputs[0] == TensorRef("pad"), label
+    graph = Graph(_padded_conv(spatial))
+    assert fold_pads_into_convs(graph, context("out", "pad")).node("conv").inputs[0] == \
+        TensorRef("pad")
