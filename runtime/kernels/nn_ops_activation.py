@@ -188,12 +188,20 @@ def _tanh_(y: np.ndarray) -> Tensor:
 
 
 def _sigmoid_(y: np.ndarray) -> np.ndarray:
-    # 1 / (1 + exp(-y)) written as a tanh: no overflow for large |y|.
-    y *= 0.5
-    np.tanh(y, out=y)
-    y *= 0.5
-    y += 0.5
-    return y
+    # 1 / (1 + exp(-y)), as the Sigmoid kernel computes it (numpy's exp is faster than its
+    # tanh); exp overflowing to inf for large negative y gives the right limit 0.
+    np.negative(y, out=y)
+    np.exp(y, out=y)
+    y += 1
+    return np.reciprocal(y, out=y)
+
+
+def _swish_(y: np.ndarray) -> np.ndarray:
+    # y * sigmoid(y) as y / (1 + exp(-y)): one division for the reciprocal and the product.
+    e = np.negative(y)
+    np.exp(e, out=e)
+    e += 1
+    return np.divide(y, e, out=y)
 
 
 def _gelu_exact_(y: np.ndarray) -> np.ndarray:
@@ -226,6 +234,7 @@ _FUSED: dict[str, InPlace] = {
     "Tanh": _tanh_,
     "Sigmoid": _sigmoid_,
     "GeluExact": _gelu_exact_,
+    "Swish": _swish_,
     "GeluApproximate": _gelu_approximate_,
     "Identity": lambda y: y,
 }

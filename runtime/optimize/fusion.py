@@ -13,6 +13,10 @@ Extensions of TensorFlow's own remapping:
   ``_FusedMatMul`` takes a rank > 2 ``a`` for it);
 - the exact GELU as ``tf.nn.gelu`` writes it, ``Mul(Mul(0.5, y), Erfc(Mul(Neg(y), sqrt(0.5))))``,
   counts as the activation ``GeluExact``;
+- Swish (SiLU), ``Mul(y, Sigmoid(y))`` or as ``tf.nn.silu`` writes it
+  ``Mul(y, Sigmoid(Mul(1.0, y)))``, counts as the activation ``Swish``
+  (EfficientNet's after every convolution: fused, it is applied to each block of the output
+  while the block is in cache, on the threads that compute the block);
 - a per-channel ``Mul`` and/or ``Add`` by constants after the activation (Keras'
   BatchNormalization placed after an activation, which no weight can absorb) joins the fused
   node as the steps ``Mul`` and ``AddV2``, each with one ``[C]`` argument;
@@ -40,7 +44,7 @@ class FusionRule:
     fused_op: str
 
 
-_ACTIVATIONS = ("Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid", "GeluExact")
+_ACTIVATIONS = ("Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid", "GeluExact", "Swish")
 _BASES = (
     ("MatMul", "_FusedMatMul"),
     ("BatchMatMulV2", "_FusedMatMul"),
@@ -136,6 +140,54 @@ def _match_gelu(
     return [*inner, out]
 
 
+def _match_swish(
+    graph: Graph, y: Node, readers: dict[str, list[Node]], context: PassContext
+) -> list[Node] | None:
+    """The nodes of ``Mul(y, Sigmoid(y))`` (either operand order) after ``y``, the Mul last, if
+    the Sigmoid is private to the pattern. ``tf.nn.silu`` writes the Sigmoid's input as
+    ``Mul(beta, y)`` with ``beta`` 1: that Mul joins the pattern too."""
+    users = readers.get(y.name, [])
+    if len(users) != 2 or y.name in context.protected_nodes:
+        return None
+
+    def sigmoid_of(user: Node) -> Node | None:
+        other = _other_input(user, y.name) if user.op == "Mul" else None
+        node = graph.nodes.get(other.node) if other is not None else None
+        return node if node is not None and node.op == "Sigmoid" else None
+
+    out = next((u for u in users if sigmoid_of(u) is not None), None)
+    first = next((u for u in users if u is not out), None)
+    if out is None or first is None:
+        return None
+    inner: list[Node] = []
+    if first.op == "Mul":  # beta * y
+        beta = _other_input(first, y.name)
+        if beta is None or _scalar_const(graph, beta) != 1.0:
+            return None
+        inner.append(first)
+        first = _single_data_consumer(first, readers)
+        if first is None:
+            return None
+    sigmoid = first
+    source = inner[0].name if inner else y.name
+    if sigmoid.op != "Sigmoid" or sigmoid.inputs != [TensorRef(source, 0)]:
+        return None
+    inner.append(sigmoid)
+    if _other_input(out, y.name) != TensorRef(sigmoid.name, 0):
+        return None
+    if _single_data_consumer(sigmoid, readers) is not out:
+        return None
+    if any(n.name in context.protected_nodes for n in inner):
+        return None
+    if any(n.attrs.get("T") != y.attrs.get("T") for n in [*inner, out]):
+        return None
+    return [*inner, out]
+
+
+# Activations that are several graph ops: a matcher of the ops after the biased value.
+_PATTERNS = {"GeluExact": _match_gelu, "Swish": _match_swish}
+
+
 @dataclass
 class _Match:
     chain: list[Node]
@@ -160,12 +212,12 @@ def _match(
         current = chain[-1]
         if current.name in context.protected_nodes:
             return None
-        if op == "GeluExact":
-            gelu = _match_gelu(graph, current, readers, context)
-            if gelu is None:
+        if op in _PATTERNS:
+            pattern = _PATTERNS[op](graph, current, readers, context)
+            if pattern is None:
                 return None
-            chain += gelu
-            found.activation = gelu[-1]
+            chain += pattern
+            found.activation = pattern[-1]
             continue
         user = _single_data_consumer(current, readers)
         if user is None:

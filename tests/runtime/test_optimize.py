@@ -892,6 +892,54 @@ def test_dense_with_exact_gelu_fuses(base) -> None:
     assert_same_results(graph, after, ["gelu"], {"x": x})
 
 
+@pytest.mark.parametrize("base", ["Conv2D", "DepthwiseConv2dNative"])
+@pytest.mark.parametrize("form", ["sigmoid_first", "sigmoid_second", "silu_beta"])
+def test_convolution_with_swish_fuses(base: str, form: str) -> None:
+    weights = _x(3, 3, 3, 4 if base == "Conv2D" else 1, seed=1)
+    product = ["sig", "ba"] if form == "sigmoid_first" else ["ba", "sig"]
+    # tf.nn.silu: Sigmoid(Mul(beta, y)) with beta 1.
+    beta = [const("beta", 1.0, np.float32), op("scaled", "Mul", "beta", "ba", T=F32)]
+    graph = Graph([
+        *_conv(base, weights), const("b", _x(4 if base == "Conv2D" else 3, seed=2)),
+        op("ba", "BiasAdd", "conv", "b", T=F32),
+        *(beta if form == "silu_beta" else []),
+        op("sig", "Sigmoid", "scaled" if form == "silu_beta" else "ba", T=F32),
+        op("swish", "Mul", *product, T=F32),
+    ])
+    ctx = context("swish")
+    after = prune_to_protected(fuse_patterns(graph, ctx), ctx)
+    assert after.node("swish").op == f"_Fused{base}"
+    assert list(after.node("swish").attrs["fused_ops"]) == ["BiasAdd", "Swish"]
+    assert _ops(after) == Counter({"Placeholder": 1, "Const": 2, f"_Fused{base}": 1})
+    # Large values of both signs: exp(-y) overflows to inf, and underflows to 0.
+    assert_same_results(graph, after, ["swish"], {"x": _x(2, 6, 6, 3, seed=3) * 40})
+
+
+def test_swish_like_patterns_that_are_not_swish_stay() -> None:
+    base = [*_conv(), const("b", _x(4, seed=2)), op("ba", "BiasAdd", "conv", "b", T=F32)]
+    cases = {
+        "sigmoid read elsewhere": [op("sig", "Sigmoid", "ba", T=F32),
+                                   op("swish", "Mul", "ba", "sig", T=F32),
+                                   op("side", "Neg", "sig", T=F32)],
+        "sigmoid of another value": [op("neg", "Neg", "ba", T=F32),
+                                     op("sig", "Sigmoid", "neg", T=F32),
+                                     op("swish", "Mul", "ba", "sig", T=F32)],
+        "square": [op("swish", "Mul", "ba", "ba", T=F32)],
+        "beta of 2": [const("beta", 2.0, np.float32), op("scaled", "Mul", "beta", "ba", T=F32),
+                      op("sig", "Sigmoid", "scaled", T=F32),
+                      op("swish", "Mul", "ba", "sig", T=F32)],
+    }
+    for label, tail in cases.items():
+        graph = Graph([*base, *tail])
+        fetches = ("swish", "side") if label == "sigmoid read elsewhere" else ("swish",)
+        after = fuse_patterns(graph, context(*fetches))
+        assert after.node("swish").op == "Mul", label
+    # The sigmoid fetched: it stays, and so does the product that reads it.
+    graph = Graph([*base, op("sig", "Sigmoid", "ba", T=F32),
+                   op("swish", "Mul", "ba", "sig", T=F32)])
+    assert fuse_patterns(graph, context("swish", "sig")).node("swish").op == "Mul"
+
+
 def test_gelu_like_patterns_that_are_not_gelu_stay() -> None:
     dense = [placeholder("x"), const("w", _x(4, 3, seed=1)), const("b", _x(3, seed=2)),
              op("mm", "MatMul", "x", "w", T=F32), op("ba", "BiasAdd", "mm", "b", T=F32)]

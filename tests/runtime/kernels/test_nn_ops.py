@@ -83,6 +83,7 @@ def _activation(name: str, y: np.ndarray, alpha: float = 0.2) -> np.ndarray:
     reference = {
         "Tanh": np.tanh(y64),
         "Sigmoid": 1 / (1 + np.exp(-y64)),
+        "Swish": y64 / (1 + np.exp(-y64)),
         "GeluExact": 0.5 * y64 * (1 + erf(y64 / math.sqrt(2))),
         "GeluApproximate": 0.5 * y64 * (
             1 + np.tanh(math.sqrt(2 / math.pi) * (y64 + 0.044715 * y64**3))
@@ -91,8 +92,8 @@ def _activation(name: str, y: np.ndarray, alpha: float = 0.2) -> np.ndarray:
     return reference[name].astype(y.dtype)
 
 
-ACTIVATIONS = ["Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Tanh", "Sigmoid", "GeluExact",
-               "GeluApproximate"]
+ACTIVATIONS = ["Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Tanh", "Sigmoid", "Swish",
+               "GeluExact", "GeluApproximate"]
 
 
 @pytest.mark.parametrize("activation", [None, *ACTIVATIONS])
