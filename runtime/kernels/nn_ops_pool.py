@@ -1,8 +1,9 @@
 """Pooling kernels: MaxPool, MaxPoolV2 and AvgPool.
 
-A pool is a running max (or sum) over the window's taps, each tap a strided slice of the padded
-input. MaxPool pads with the type's lowest value; AvgPool pads with zeros and divides each output
-by the number of window elements that fall inside the input, as TF does for SAME padding.
+AvgPool is a running sum over the window's taps, each tap a strided slice of the padded input,
+padded with zeros; it divides each output by the number of window elements that fall inside the
+input, as TF does for SAME padding. MaxPool is separable: a max over the window's rows, then over
+its columns (``_separable_max``), with the type's lowest value as padding.
 
 Windows that tile the input (window == stride, no padding, the common 2x2/2 pool) reduce first
 across the window's rows, whole image rows at a time, then across its columns: numpy's inner
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from runtime.errors import InvalidArgumentError, UnimplementedError
+from runtime.intra_op import run_blocks, worth_threads
 from runtime.kernels.math_ops_common import FLOAT32, Kernel
 from runtime.kernels.nn_ops_common import (
     LOW_FLOATS,
@@ -126,14 +128,82 @@ def max_pool_nhwc(x: np.ndarray, ksize: tuple[int, int, int], strides: tuple[int
     rows, cols = _pool_geometry(x, ksize[:2], strides[:2], padding, explicit, op)
     if _tiles(x, rows, cols, ksize[:2], strides[:2]):
         return _tiled_reduce(x, rows, cols, ksize[:2], np.fmax)  # TF's max skips NaN, as fmax
-    xp = pad_hw(x, rows, cols, _lowest(x.dtype))
-    out: np.ndarray | None = None
-    for _, _, (r, s) in taps(rows, cols, ksize[0], ksize[1], strides[:2], (1, 1)):
-        if out is None:
-            out = xp[:, r, s, :].copy()
-        else:
-            np.fmax(out, xp[:, r, s, :], out=out)  # TF's max skips NaN, as fmax does
-    assert out is not None  # ksize entries are positive
+    if x.size == 0 or rows.out == 0 or cols.out == 0:
+        return np.empty((x.shape[0], rows.out, cols.out, x.shape[3]), x.dtype)
+    return _separable_max(x, rows, cols, ksize[:2], strides[:2])
+
+
+# Input rows per chunk of the separable max: about this many bytes, so that a chunk's padded rows
+# and its row maxima stay in cache between the two passes (Xception's 147x147x128 pool: whole
+# images 1.9x slower).
+_POOL_CHUNK_BYTES = 1 << 20
+
+
+class _PoolScratch:
+    """One thread's padded input rows for a chunk (the border columns hold the type's lowest
+    value and are never written) and the chunk's row maxima."""
+
+    def __init__(self, rows: int, width: int, out_rows: int, c: int, dtype: np.dtype) -> None:
+        self.padded = np.full((rows, width, c), _lowest(dtype), dtype)
+        self.maxima = np.empty((out_rows, width * c), dtype)
+        self.nbytes = self.padded.nbytes + self.maxima.nbytes
+
+
+def _separable_max(x: np.ndarray, rows: Window, cols: Window, ksize: tuple[int, int],
+                   strides: tuple[int, int]) -> np.ndarray:
+    """The max over each window as a max over its rows, then over its columns (a fresh array).
+
+    The row pass compares whole padded image rows, numpy's inner loops running over
+    ``width * C`` values; only the column pass steps through pixels. Against a max over each of
+    the window's taps in turn that is kh + kw passes instead of kh * kw, most of them long. Both
+    passes run on chunks of output rows whose padded input rows are copied into a small buffer
+    first, so the passes read cache, not memory; chunks are independent, so threads inside a run
+    share them out (Xception's 3x3/2 pools: 2-3x faster on one thread)."""
+    n, h, w, c = x.shape
+    (kh, kw), (sh, sw) = ksize, strides
+    oh, ow = rows.out, cols.out
+    pt, pl = rows.pad_before, cols.pad_before
+    need_w = (ow - 1) * sw + kw
+    in_w = max(0, min(w, need_w - pl))
+    row_bytes = need_w * c * x.dtype.itemsize
+    per_chunk = max(1, min(oh, (max(kh, _POOL_CHUNK_BYTES // max(row_bytes, 1)) - kh) // sh + 1))
+    in_rows = (per_chunk - 1) * sh + kh
+    key = Key(("max-pool", x.shape, rows, cols, ksize, strides, per_chunk, x.dtype))
+    out = np.empty((n, oh, ow, c), x.dtype)
+    lowest = _lowest(x.dtype)
+    chunks = [(b, r0, min(oh, r0 + per_chunk)) for b in range(n) for r0 in range(0, oh, per_chunk)]
+
+    def chunk(index: int) -> None:
+        b, r0, r1 = chunks[index]
+        work = scratch(key, lambda: _PoolScratch(in_rows, need_w, per_chunk, c, x.dtype))
+        y0 = r0 * sh - pt  # the first input row the chunk reads (negative: padding)
+        y1 = (r1 - 1) * sh - pt + kh
+        v0, v1 = max(0, y0), min(h, y1)
+        padded = work.padded
+        padded[:v0 - y0].fill(lowest)
+        padded[max(v0, v1) - y0:y1 - y0].fill(lowest)
+        if v1 > v0:
+            padded[v0 - y0:v1 - y0, pl:pl + in_w] = x[b, v0:v1, :in_w]
+        lines = padded.reshape(in_rows, need_w * c)
+        count = r1 - r0
+        maxima = work.maxima[:count]
+        last = (count - 1) * sh + 1
+        # TF's max skips NaN, as fmax does.
+        np.copyto(maxima, lines[0:last:sh])
+        for i in range(1, kh):
+            np.fmax(maxima, lines[i:i + last:sh], out=maxima)
+        pixels = maxima.reshape(count, need_w, c)
+        target = out[b, r0:r1]
+        last = (ow - 1) * sw + 1
+        np.copyto(target, pixels[:, 0:last:sw])
+        for j in range(1, kw):
+            np.fmax(target, pixels[:, j:j + last:sw], out=target)
+
+    if worth_threads(out.size * kh * kw):
+        run_blocks(chunk, len(chunks))
+    else:
+        for index in range(len(chunks)):
+            chunk(index)
     return out
 
 

@@ -131,6 +131,23 @@ def test_spread_kernels_answer_what_one_thread_answers(case: tuple) -> None:
                                atol=1e-4)
 
 
+def test_a_large_max_pool_is_spread_and_answers_what_one_thread_answers() -> None:
+    x = RNG.standard_normal((2, 75, 70, 64)).astype(np.float32)
+    kernel = instantiate("MaxPool", {"ksize": [1, 3, 3, 1], "strides": [1, 2, 2, 1],
+                                     "padding": "SAME"})
+    serial = kernel(x)
+    intra_op.set_threads(4)
+    try:
+        for _ in range(15):  # every interleaving of the shares the calls give
+            np.testing.assert_array_equal(kernel(x), serial)
+    finally:
+        intra_op.set_threads(1)
+    # SAME pads 75 rows by 1 on each side, 70 columns by 1 after only.
+    padded = np.pad(x, ((0, 0), (1, 1), (0, 1), (0, 0)), constant_values=-np.inf)
+    windows = [padded[:, i:i + 75:2, j:j + 69:2] for i in range(3) for j in range(3)]
+    np.testing.assert_array_equal(serial, np.max(windows, axis=0))
+
+
 def test_a_large_sigmoid_is_spread_and_answers_what_one_thread_answers(
     two_threads: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

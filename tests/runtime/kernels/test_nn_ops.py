@@ -309,6 +309,45 @@ def test_max_pool_zero_sized_output() -> None:
     assert instantiate("MaxPool", attrs)(x).shape == (1, 0, 0, 2)
 
 
+def _window_max(x: np.ndarray, ksize: tuple[int, int], strides: tuple[int, int],
+                padding: str) -> np.ndarray:
+    """MaxPool by its definition: every window's max, padding never winning."""
+    n, h, w, c = x.shape
+    (kh, kw), (sh, sw) = ksize, strides
+    if padding == "SAME":
+        oh, ow = -(-h // sh), -(-w // sw)
+        pt = max(0, (oh - 1) * sh + kh - h) // 2
+        pl = max(0, (ow - 1) * sw + kw - w) // 2
+    else:
+        oh, ow, pt, pl = (h - kh) // sh + 1, (w - kw) // sw + 1, 0, 0
+    out = np.empty((n, oh, ow, c), x.dtype)
+    for r in range(oh):
+        for q in range(ow):
+            y0, x0 = r * sh - pt, q * sw - pl
+            out[:, r, q] = x[:, max(0, y0):y0 + kh, max(0, x0):x0 + kw].max(axis=(1, 2))
+    return out
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 4096, 1 << 20])
+@pytest.mark.parametrize("ksize,strides,padding", [((3, 3), (2, 2), "SAME"),
+                                                   ((3, 2), (1, 2), "SAME"),
+                                                   ((2, 3), (2, 1), "VALID"),
+                                                   ((3, 3), (2, 2), "VALID")])
+def test_max_pool_in_chunks_of_rows_is_the_window_max(chunk_bytes: int, ksize: tuple,
+                                                      strides: tuple, padding: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # Chunks of one output row, of a few, and whole images: the edge chunks read padding rows
+    # that the chunks between them fill with input.
+    from runtime.kernels import nn_ops_pool
+
+    monkeypatch.setattr(nn_ops_pool, "_POOL_CHUNK_BYTES", chunk_bytes)
+    x = _normal(2, 23, 20, 8)
+    attrs = {"ksize": [1, *ksize, 1], "strides": [1, *strides, 1], "padding": padding}
+    kernel = instantiate("MaxPool", attrs)
+    for _ in range(2):  # scratch reused
+        np.testing.assert_array_equal(kernel(x), _window_max(x, ksize, strides, padding))
+
+
 def test_conv2d_rejects_short_explicit_paddings() -> None:
     with pytest.raises(OpError):
         instantiate("Conv2D", {"strides": [1, 1, 1, 1], "padding": "EXPLICIT",
