@@ -193,7 +193,8 @@ def _sigmoid_(y: np.ndarray) -> np.ndarray:
     np.negative(y, out=y)
     np.exp(y, out=y)
     y += 1
-    return np.reciprocal(y, out=y)
+    np.reciprocal(y, out=y)
+    return y
 
 
 def _swish_(y: np.ndarray) -> np.ndarray:
@@ -201,7 +202,8 @@ def _swish_(y: np.ndarray) -> np.ndarray:
     e = np.negative(y)
     np.exp(e, out=e)
     e += 1
-    return np.divide(y, e, out=y)
+    np.divide(y, e, out=y)
+    return y
 
 
 def _gelu_exact_(y: np.ndarray) -> np.ndarray:

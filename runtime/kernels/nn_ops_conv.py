@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from runtime.errors import InvalidArgumentError, UnimplementedError
+from runtime.errors import InternalError, InvalidArgumentError, UnimplementedError
 from runtime.kernels.clamps import relu_
 from runtime.kernels.math_ops_common import FLOAT32, Kernel
 from runtime.kernels.nn_ops_activation import fused_activation
@@ -283,15 +283,45 @@ def _activation(name: str, leakyrelu_alpha: float) -> Activation:
     return in_place
 
 
-def _fused_kernel(node: NodeContext, core_factory: CoreFactory, epilogue: Epilogue) -> Kernel:
+def _adding(side: np.ndarray, activation: Activation) -> Activation:
+    """An in-place block activation that first adds the matching block of ``side``: the
+    algorithms hand it views of their output array, which ``side`` matches in shape and layout,
+    so a view's offset into that array is its block's offset into ``side``."""
+
+    def block(y: np.ndarray) -> np.ndarray:
+        out = y.base if y.base is not None else y
+        if not isinstance(out, np.ndarray) or out.shape != side.shape or not out.flags.c_contiguous:
+            raise InternalError("a fused side input needs blocks of the output array")
+        offset = y.__array_interface__["data"][0] - out.__array_interface__["data"][0]
+        part = np.ndarray(y.shape, y.dtype, side, offset, y.strides)
+        np.add(y, part, out=y)
+        return y if activation is None else activation(y)
+
+    return block
+
+
+def _fused_kernel(node: NodeContext, core_factory: CoreFactory, epilogue: Epilogue,
+                  blocks_add_side_input: bool = False) -> Kernel:
     attrs = ConvAttrs.of(node)
     core = core_factory(node, attrs)
     apply, after_bias, side_input = epilogue.apply, epilogue.after_bias, epilogue.side_input
     post = epilogue.post
+    alpha = float(node.attr("leakyrelu_alpha", 0.2))
     # BiasAdd, then nothing or an activation: the convolution does both as it stores each
     # block of its result.
     direct = epilogue.bias_then is not None
-    activation = _activation(epilogue.bias_then or "", float(node.attr("leakyrelu_alpha", 0.2)))
+    activation = _activation(epilogue.bias_then or "", alpha)
+    # BiasAdd, Add (a residual connection) and nothing or an activation: the same, with the side
+    # input's block added first, when it has the output's shape (else it broadcasts, after).
+    adding = blocks_add_side_input and epilogue.bias_add_then is not None and attrs.nhwc
+    add_activation = _activation(epilogue.bias_add_then or "", alpha)
+
+    def fits(x: np.ndarray, f: np.ndarray, side: np.ndarray) -> bool:
+        """Whether ``side`` has the shape of a one-group convolution's output."""
+        if x.ndim != 4 or f.ndim != 4 or x.shape[3] != f.shape[2]:
+            return False
+        rows, cols = attrs.geometry(x.shape[1], x.shape[2], f.shape[0], f.shape[1])
+        return side.shape == (x.shape[0], rows.out, cols.out, f.shape[3])
 
     def run(x: np.ndarray, f: np.ndarray, *args: np.ndarray) -> np.ndarray:
         dtype = x.dtype
@@ -304,7 +334,10 @@ def _fused_kernel(node: NodeContext, core_factory: CoreFactory, epilogue: Epilog
             if side_input is not None:
                 args = args[:side_input] + (to_nhwc(args[side_input]),) + args[side_input + 1:]
         # The convolution's result is a fresh array: the epilogue may work in place on it.
-        if direct:
+        if adding and fits(x, f, args[1]):
+            side = np.ascontiguousarray(args[1], dtype=_compute_dtype(x.dtype, f.dtype))
+            y = core(x, f, args[0], _adding(side, add_activation))
+        elif direct:
             y = core(x, f, args[0], activation)
             if post is not None:
                 y = post(y, args)
@@ -323,7 +356,7 @@ def fused_conv2d(node: NodeContext) -> Kernel:
     if node.attr("filter_format", "HWIO") != "HWIO":
         raise InvalidArgumentError("_FusedConv2D: filter_format must be HWIO on CPU",
                                    node=node.name, op=node.op)
-    return _fused_kernel(node, _conv_core, build_epilogue(node))
+    return _fused_kernel(node, _conv_core, build_epilogue(node), blocks_add_side_input=True)
 
 
 @kernel("_FusedDepthwiseConv2dNative")

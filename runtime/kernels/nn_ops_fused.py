@@ -37,6 +37,9 @@ class Epilogue:
     bias_then: str | None = None
     # The steps after the activation alone (None if there are none).
     post: Step | None = None
+    # When ``fused_ops`` is BiasAdd, Add and at most an activation: that activation ("" for
+    # none), for a kernel that adds the side input to each block of its product as it writes it.
+    bias_add_then: str | None = None
 
 
 def bias_arg(args: Sequence[np.ndarray], channels: int) -> np.ndarray:
@@ -94,7 +97,11 @@ def _post_channel(ufunc: np.ufunc, name: str) -> Step:
 
 
 def _side_input(y: np.ndarray, args: Sequence[np.ndarray]) -> np.ndarray:
-    y += args[0]
+    side = args[0]
+    if np.broadcast_shapes(y.shape, side.shape) != y.shape:  # the sum is larger than y
+        result: np.ndarray = np.add(y, side)
+        return result
+    y += side
     return y
 
 
@@ -168,8 +175,10 @@ def build_epilogue(node: NodeContext, allow_batch_norm: bool = True) -> Epilogue
         return epilogue
 
     after_bias = run(offsets[1:]) if offsets and offsets[0][0] is _bias_add else None
-    bias_then = None
+    bias_then = bias_add_then = None
     if after_bias is not None and len(offsets) == 1:
         bias_then = fused[1] if len(fused) > 1 else ""
+    if after_bias is not None and side_input == 1 and len(offsets) == 2 and not post_offsets:
+        bias_add_then = fused[2] if len(fused) > 2 else ""
     return Epilogue(num_args, run(offsets), side_input, after_bias, bias_then,
-                    chain(post_offsets) if post_offsets else None)
+                    chain(post_offsets) if post_offsets else None, bias_add_then)

@@ -21,7 +21,9 @@ Extensions of TensorFlow's own remapping:
   BatchNormalization placed after an activation, which no weight can absorb) joins the fused
   node as the steps ``Mul`` and ``AddV2``, each with one ``[C]`` argument;
 - ``Conv2DBackpropInput`` (a transposed convolution) with its BiasAdd and activation becomes this
-  runtime's ``_FusedConv2DBackpropInput``.
+  runtime's ``_FusedConv2DBackpropInput``;
+- a residual ``Add`` after a convolution's bias fuses whatever the other tensor's shape (the
+  kernel adds it block by block when it has the output's shape, and broadcasts it otherwise).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ _BASES = (
     ("DepthwiseConv2dNative", "_FusedDepthwiseConv2dNative"),
     ("Conv2DBackpropInput", "_FusedConv2DBackpropInput"),
 )
+_ADDS = frozenset({"Add", "AddV2"})
 # Per-channel steps after the activation, as the fused kernels name them.
 _POST_TAILS = (("Mul", "AddV2"), ("Mul",), ("AddV2",))
 # The graph ops each post-activation step matches (a Sub of a constant is an AddV2 of its
@@ -62,9 +65,12 @@ _POST_OPS = {"Mul": frozenset({"Mul"}), "AddV2": frozenset({"Add", "AddV2", "Sub
 _MIN_RANK = {"MatMul": 2, "BatchMatMulV2": 2, "Conv2D": 4, "DepthwiseConv2dNative": 4,
              "Conv2DBackpropInput": 4}
 
-# Longest chains first, so BiasAdd+Relu wins over BiasAdd alone.
+# Longest chains first, so BiasAdd+Relu wins over BiasAdd alone. A convolution also takes a
+# residual connection's Add of another tensor after its bias, as TensorFlow's does.
 RULES: tuple[FusionRule, ...] = tuple(
-    [FusionRule(base, ("BiasAdd", act, *post), fused)
+    [FusionRule("Conv2D", ("BiasAdd", "Add", act), "_FusedConv2D") for act in _ACTIVATIONS]
+    + [FusionRule("Conv2D", ("BiasAdd", "Add"), "_FusedConv2D")]
+    + [FusionRule(base, ("BiasAdd", act, *post), fused)
      for post in _POST_TAILS for base, fused in _BASES for act in _ACTIVATIONS]
     + [FusionRule(base, ("BiasAdd", act), fused) for base, fused in _BASES for act in _ACTIVATIONS]
     + [FusionRule(base, ("BiasAdd",), fused) for base, fused in _BASES]
@@ -222,6 +228,14 @@ def _match(
         user = _single_data_consumer(current, readers)
         if user is None:
             return None
+        if op == "Add":  # a residual connection: another tensor, added as it is
+            other = _other_input(user, current.name)
+            if (user.op not in _ADDS or other is None or user.attrs.get("T") != base.attrs.get("T")
+                    or _const_array(graph, other) is not None):
+                return None
+            found.post_args.append(other)
+            chain.append(user)
+            continue
         if op in _POST_OPS:
             arg = _post_arg(graph, op, user, current.name, base, chain[1])
             if arg is None:

@@ -915,6 +915,41 @@ def test_convolution_with_swish_fuses(base: str, form: str) -> None:
     assert_same_results(graph, after, ["swish"], {"x": _x(2, 6, 6, 3, seed=3) * 40})
 
 
+@pytest.mark.parametrize("relu", [True, False])
+def test_residual_add_after_a_convolution_fuses(relu: bool) -> None:
+    graph = Graph([
+        *_conv(), placeholder("shortcut"), const("b", _x(4, seed=2)),
+        op("ba", "BiasAdd", "conv", "b", T=F32),
+        op("sum", "AddV2", "shortcut", "ba", T=F32),  # operands either way round
+        *([op("out", "Relu", "sum", T=F32)] if relu else [op("out", "Identity", "sum", T=F32)]),
+    ])
+    ctx = context("out")
+    after = prune_to_protected(fuse_patterns(graph, ctx), ctx)
+    fused = after.node("out" if relu else "sum")
+    assert fused.op == "_FusedConv2D" and fused.inputs[3] == TensorRef("shortcut")
+    assert list(fused.attrs["fused_ops"]) == ["BiasAdd", "Add", *(["Relu"] if relu else [])]
+    x = _x(2, 6, 6, 3, seed=3)
+    # The shortcut as large as the output, broadcast to it, and broadcasting it.
+    for shortcut in (_x(2, 6, 6, 4, seed=4), _x(1, 1, 4, seed=5), _x(3, 2, 6, 6, 4, seed=6)):
+        assert_same_results(graph, after, ["out"], {"x": x, "shortcut": shortcut})
+
+
+def test_adds_that_are_not_residual_connections_stay() -> None:
+    base = [*_conv(), const("b", _x(4, seed=2)), op("ba", "BiasAdd", "conv", "b", T=F32)]
+    cases = {
+        # A constant: affine folding's business, and a bias of its own.
+        "constant": [const("c", _x(4, seed=3)), op("sum", "AddV2", "ba", "c", T=F32)],
+        "biased value read twice": [placeholder("s"), op("sum", "AddV2", "ba", "s", T=F32),
+                                    op("side", "Neg", "ba", T=F32)],
+        "added to itself": [op("sum", "AddV2", "ba", "ba", T=F32)],
+    }
+    for label, tail in cases.items():
+        graph = Graph([*base, *tail])
+        fetches = ("sum", "side") if label == "biased value read twice" else ("sum",)
+        after = fuse_patterns(graph, context(*fetches))
+        assert after.node("sum").op == "AddV2", label
+
+
 def test_swish_like_patterns_that_are_not_swish_stay() -> None:
     base = [*_conv(), const("b", _x(4, seed=2)), op("ba", "BiasAdd", "conv", "b", T=F32)]
     cases = {

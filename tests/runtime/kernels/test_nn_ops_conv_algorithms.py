@@ -704,6 +704,60 @@ def test_tiling_gives_each_thread_an_equal_share() -> None:
     assert tiling(49, 4609, 16, 2).columns == ((0, 16),)  # too narrow to share
 
 
+# One case per algorithm, and the filter's columns shared (few rows, on threads).
+RESIDUAL_CASES = [
+    ("pointwise_in_place", (1, 20, 20, 32), (1, 1, 32, 16), (1, 1), "VALID"),
+    ("pointwise_gathered", (2, 20, 20, 16), (1, 1, 16, 48), (2, 2), "VALID"),
+    ("patches", (2, 30, 30, 16), (3, 3, 16, 24), (1, 1), "SAME"),
+    ("channel_major", (1, 31, 31, 3), (7, 7, 3, 16), (2, 2), "SAME"),
+    ("columns", (1, 7, 7, 256), (3, 3, 256, 200), (1, 1), "SAME"),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+@pytest.mark.parametrize("case", RESIDUAL_CASES, ids=[c[0] for c in RESIDUAL_CASES])
+@pytest.mark.parametrize("activation", ["Relu", "Relu6", ""])
+def test_fused_residual_add_is_added_block_by_block(case: tuple, activation: str, threads: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime import intra_op
+    from runtime.kernels import nn_ops_conv
+
+    blocks: list[tuple[int, ...]] = []
+    adding = nn_ops_conv._adding
+
+    def counted(side, act):  # type: ignore[no-untyped-def]
+        block = adding(side, act)
+
+        def run(y):  # type: ignore[no-untyped-def]
+            blocks.append(y.shape)
+            return block(y)
+
+        return run
+
+    monkeypatch.setattr(nn_ops_conv, "_adding", counted)
+    _, x_shape, f_shape, strides, padding = case
+    x, f, bias = normal(*x_shape), frozen(normal(*f_shape)), frozen(normal(f_shape[3]))
+    fused_ops = ["BiasAdd", "Add", *([activation] if activation else [])]
+    fused = instantiate("_FusedConv2D", {**conv_attrs(strides, (1, 1), padding),
+                                         "fused_ops": fused_ops, "num_args": 2})
+    conv = instantiate("Conv2D", conv_attrs(strides, (1, 1), padding))(x, f) + bias
+    side = normal(*conv.shape) * 3
+    intra_op.set_threads(threads)
+    try:
+        for _ in range(3):  # scratch reused, and the threads' shares in several orders
+            result = fused(x, f, bias, side)
+            expected = _activation(activation, conv + side)
+            np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-4)
+    finally:
+        intra_op.set_threads(1)
+    assert blocks  # added by the blocks as they were written
+    # A side input that broadcasts: to the output's shape, and to a larger one.
+    for other in (normal(1, 1, 1, f_shape[3]), normal(3, *conv.shape[1:]) if x_shape[0] == 1
+                  else normal(*conv.shape[1:])):
+        np.testing.assert_allclose(fused(x, f, bias, other), _activation(activation, conv + other),
+                                   rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("blas_single_threaded", [True, False])
 @pytest.mark.parametrize("x_shape,f_shape", [((2, 56, 56, 32), (3, 3, 32, 48)),
                                              ((1, 50, 50, 16), (1, 1, 16, 96))])
