@@ -24,6 +24,7 @@ own patch matrix, and a product with too few rows to share is shared by its filt
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -77,6 +78,16 @@ def spread(work: Callable[[int], None], count: int, macs: int) -> None:
             work(index)
 
 
+def column_ranges(o: int, threads: int) -> tuple[tuple[int, int], ...]:
+    """``o`` filter columns in ``threads`` ranges of whole vector widths (one range when there
+    are too few columns to share)."""
+    parts = min(threads, o // _COLUMN_ALIGN)
+    if parts <= 1:
+        return ((0, o),)
+    bounds = [o * i // parts // _COLUMN_ALIGN * _COLUMN_ALIGN for i in range(parts)] + [o]
+    return tuple(itertools.pairwise(bounds))
+
+
 @dataclass(frozen=True)
 class Tiling:
     """How a [m, k] x [k, o] product is cut: blocks of at most ``rows`` rows, and within a block
@@ -95,11 +106,7 @@ def tiling(m: int, k: int, o: int, threads: int) -> Tiling:
     if threads <= 1 or m * k * o < PARALLEL_MIN_MACS:
         return Tiling(limit, everything)
     if m < _SPLIT_MIN_ROWS * threads:
-        parts = min(threads, o // _COLUMN_ALIGN)
-        if parts <= 1:
-            return Tiling(m, everything)
-        bounds = [o * i // parts // _COLUMN_ALIGN * _COLUMN_ALIGN for i in range(parts)] + [o]
-        return Tiling(m, tuple(itertools.pairwise(bounds)))
+        return Tiling(m, column_ranges(o, threads))
     blocks = -(-m // limit)
     blocks = -(-blocks // threads) * threads
     return Tiling(-(-m // blocks), everything)
@@ -470,20 +477,40 @@ class ChannelMajor(ConvAlgorithm):
         gw = self.grid.cols.cells
         out = self._output(out)
         lines = out.reshape(s.n, oh, ow * o)
+        matrix = weights[0]
+        shares = column_ranges(o, threads())
+
+        def columns(index: int, i0: int, i1: int, patches: np.ndarray,
+                    product: np.ndarray) -> None:
+            """Block [i0, i1)'s product and output in the columns of share ``index``."""
+            first, end = shares[index]
+            np.matmul(patches.T, matrix[:, first:end], out=product[:, first:end])
+            valid = product.reshape(i1 - i0, oh, gw, o)[:, :, :ow, first:end]
+            _crop(valid, out[i0:i1, :, :, first:end], activation)
+
         for i0, i1, pairs, patches in ws.blocks:
             for dst, src in pairs:
                 np.copyto(dst, src)
             m = patches.shape[-1]
             product = ws.product[:m * o].reshape(m, o)
-            np.matmul(patches.T, weights[0], out=product)
-            valid = product.reshape(i1 - i0, oh, gw * o)[:, :, :ow * o]
-            if activation is relu_:
-                relu_into(valid, lines[i0:i1])
-            else:
-                np.copyto(lines[i0:i1], valid)
-                if activation is not None:
-                    activation(lines[i0:i1])
+            if len(shares) > 1 and worth_threads(m * matrix.shape[0] * o):
+                # The patch matrix is made; the threads share its product's columns.
+                run_blocks(functools.partial(columns, i0=i0, i1=i1, patches=patches,
+                                             product=product), len(shares))
+                continue
+            np.matmul(patches.T, matrix, out=product)
+            _crop(product.reshape(i1 - i0, oh, gw * o)[:, :, :ow * o], lines[i0:i1], activation)
         return out
+
+
+def _crop(valid: np.ndarray, target: np.ndarray, activation: Activation) -> None:
+    """The valid cells of a channel-major product into the output, activated."""
+    if activation is relu_:
+        relu_into(valid, target)
+    else:
+        np.copyto(target, valid)
+        if activation is not None:
+            activation(target)
 
 
 def choose(shape: ConvShape) -> ConvAlgorithm:

@@ -94,6 +94,7 @@ CONV = [
     # Too few rows to share: the threads share the filter's columns.
     ("patches_columns", (1, 7, 7, 256), (3, 3, 256, 200), (1, 1), "SAME"),
     ("pointwise_columns", (1, 7, 7, 512), (1, 1, 512, 520), (1, 1), "VALID"),
+    ("channel_major_columns", (2, 64, 64, 3), (7, 7, 3, 64), (2, 2), "SAME"),
 ]
 DEPTHWISE = [
     ("depthwise", (1, 56, 56, 96), (3, 3, 96, 1), (1, 1), "SAME"),
