@@ -9,21 +9,24 @@ Xception with random weights, made by TensorFlow with ``make_bench_models.py`` i
 recorded ones in each model's ``expected.npz`` (batch1, batch8; another batch size repeats the
 batch8 rows, outputs included, since rows are independent at inference).
 
-For each model, one engine at a time:
+For each model, one engine at a time, in rounds (``--rounds``, default 2):
 
 1. TensorFlow, in a subprocess of ``.venv-tf`` per thread count (``tf_worker.py``): intra-op and
    inter-op parallelism both set to the thread count before any op runs; ``tf2`` calls
    ``tf.saved_model.load(dir).signatures["serving_default"]`` eagerly (numpy in and out), ``tf1``
    is the session path TensorFlow Serving takes. Its peak RSS comes from ``wait4``.
-2. Our runtime in this process (TensorFlow is never imported here): ``session.run`` on the
-   signature's tensors, threads set with ``runtime.intra_op.set_threads(n)``. BLAS stays
-   single-threaded, as in the daemon (``serving/__init__.py``). Before timing at each thread
-   count, its outputs are compared with TensorFlow's recorded ones (largest |difference|), and
-   those of the last timed call as well.
+2. Our runtime in this process (TensorFlow is never imported here; the model is loaded once):
+   ``session.run`` on the signature's tensors, threads set with
+   ``runtime.intra_op.set_threads(n)``. BLAS stays single-threaded, as in the daemon
+   (``serving/__init__.py``). Before timing each cell, its outputs are compared with
+   TensorFlow's recorded ones (largest |difference|), and those of the last timed call as well.
 
-Each cell warms up, then calls for the budget (3 s and at least 10 calls; a slow cell stops after
-60 s with at least 5) and reports median and p90 in ms. Never a verdict: it prints tables, and
-``--json`` keeps the raw numbers.
+Each round times both engines at one thread count after the other, which goes first
+alternating from one thread count and round to the next: this machine's speed drifts by 10-20%
+over minutes, so a ratio is taken within each round (minutes apart at most) and the rounds'
+median reported. Each cell warms up, then calls for the budget (3 s and at least 10 calls; a
+slow cell stops after 60 s with at least 5) and reports median and p90 in ms, the median over
+the rounds. Never a verdict: it prints tables, and ``--json`` keeps the raw numbers.
 """
 
 from __future__ import annotations
@@ -84,6 +87,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 0.5 s and at least 3 calls per cell, 1 warm-up call")
     parser.add_argument("--tf-python", type=Path, default=TF_PY)
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="rounds per model, the engines' order alternating (default 2)")
     parser.add_argument("--json", type=Path, help="write the raw numbers here")
     args = parser.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]
@@ -91,6 +96,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.threads = [int(t) for t in args.threads.split(",") if t]
     if any(t < 1 for t in args.threads):
         parser.error("thread counts start at 1")
+    if args.rounds < 1:
+        parser.error("--rounds starts at 1")
     return args
 
 
@@ -238,9 +245,9 @@ class KeepLast:
         return self.result
 
 
-def run_ours(
-    model_dir: Path, cases: dict[int, Case], threads: list[int], budget: Budget, name: str,
-) -> dict[str, Any]:
+def load_ours(model_dir: Path, name: str) -> tuple[Any, dict[str, Any], bool]:
+    """Our model (None if it failed to load), its entry, and whether the peak-RSS mark was
+    reset for it."""
     out: dict[str, Any] = {"cells": {}, "diff": {}}
     gc.collect()
     reset = reset_peak_rss()
@@ -249,32 +256,55 @@ def run_ours(
     except Exception as exc:  # noqa: BLE001 - reported under the table
         out["error"] = short(exc)
         out["trace"] = traceback.format_exc()
-        return out
+        return None, out, reset
     out["load_ms"] = model.load_ms
-    for n in threads:
-        intra_op.set_threads(n)
-        for batch, (inputs, expected) in cases.items():
-            key = f"{batch}/{n}"
-            try:
-                # The check comes first and doubles as the first warm-up call; the last timed
-                # call's outputs are checked too (a race between threads may show in one only).
-                before = max_abs_diff(model.outputs(inputs), expected)
-                timed = KeepLast(model.run_call(inputs))
-                stats = measure(timed, budget)
-                after = max_abs_diff(model.callable_outputs(timed.latest), expected)
-                out["diff"][key] = worst_diff(before, after)
-            except Exception as exc:  # noqa: BLE001 - reported in its cell
-                out["cells"][key] = {"status": "error", "reason": short(exc)}
-                out.setdefault("trace", traceback.format_exc())
-                continue
-            out["cells"][key] = {"stats": stats.as_dict()}
-            progress(f"[ours] {name} b={batch} threads {n}: {stats.median_us / 1000:.1f} ms")
+    return model, out, reset
+
+
+def run_ours(model: Any, out: dict[str, Any], cases: dict[int, Case], n: int, budget: Budget,
+             name: str) -> dict[str, Any]:
+    """Our cells at ``n`` threads, by ``batch/threads``; outputs checked into ``out['diff']``."""
+    cells: dict[str, Any] = {}
+    intra_op.set_threads(n)
+    for batch, (inputs, expected) in cases.items():
+        key = f"{batch}/{n}"
+        try:
+            # The check comes first and doubles as the first warm-up call; the last timed
+            # call's outputs are checked too (a race between threads may show in one only).
+            before = max_abs_diff(model.outputs(inputs), expected)
+            timed = KeepLast(model.run_call(inputs))
+            stats = measure(timed, budget)
+            after = max_abs_diff(model.callable_outputs(timed.latest), expected)
+            out["diff"][key] = worst_diff(out["diff"].get(key, 0.0), worst_diff(before, after))
+        except Exception as exc:  # noqa: BLE001 - reported in its cell
+            cells[key] = {"status": "error", "reason": short(exc)}
+            out.setdefault("trace", traceback.format_exc())
+            continue
+        cells[key] = {"stats": stats.as_dict()}
+        progress(f"[ours] {name} b={batch} threads {n}: {stats.median_us / 1000:.1f} ms")
     intra_op.set_threads(1)
-    out["peak_rss_mib"] = peak_rss_mib(reset)
-    out["peak_rss_scope"] = "model" if reset else "process"
-    del model
-    gc.collect()
-    return out
+    return cells
+
+
+def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One cell from the same cell's rounds: the median of their medians and of their p90s
+    (an error in any round is the cell's)."""
+    failed = [c for c in rounds if "stats" not in c]
+    if failed:
+        return failed[0]
+    return {"stats": {q: float(np.median([c["stats"][q] for c in rounds]))
+                      for q in ("median_us", "p90_us")},
+            "rounds": [c["stats"] for c in rounds]}
+
+
+def paired_ratio(ours_rounds: list[dict[str, Any]], tf_rounds: list[dict[str, Any]]
+                 ) -> float | None:
+    """The median over rounds of ours / TF's median, each round's pair timed minutes apart at
+    most: the machine's speed drifts more than that between rounds."""
+    pairs = [a["stats"]["median_us"] / b["stats"]["median_us"]
+             for a, b in zip(ours_rounds, tf_rounds, strict=True)
+             if "stats" in a and "stats" in b]
+    return float(np.median(pairs)) if pairs else None
 
 
 def worst_diff(a: float | str, b: float | str) -> float | str:
@@ -339,7 +369,7 @@ def latency_table(results: dict[str, Any], args: argparse.Namespace) -> str:
                     name, str(batch), str(n),
                     ms(ours_cell, notes, f"{name} b={batch} t={n} graphserve"),
                     ms(tf_cell, notes, f"{name} b={batch} t={n} TF"),
-                    "-" if a is None or b is None else f"{a / b:.2f}",
+                    ratio_text(entry.get("ratio", {}).get(key), a, b),
                     diff_text,
                     f"{entry['scale'][batch]:.2g}",
                 ])
@@ -347,6 +377,12 @@ def latency_table(results: dict[str, Any], args: argparse.Namespace) -> str:
     if notes.items:
         text += "\n\n" + "\n".join(f"[{i}] {n}" for i, n in enumerate(notes.items, 1))
     return text
+
+
+def ratio_text(paired: float | None, a: float | None, b: float | None) -> str:
+    if paired is not None:
+        return f"{paired:.2f}"
+    return "-" if a is None or b is None else f"{a / b:.2f}"
 
 
 def _seconds(ms_value: float | None) -> str:
@@ -387,6 +423,7 @@ def environment(args: argparse.Namespace, budget: Budget,
         "blas_threads": {v: os.environ.get(v) for v in
                          ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
         "budget": dataclasses.asdict(budget),
+        "rounds": args.rounds,
         "build_s": build_s,
     }
 
@@ -404,9 +441,10 @@ def header(env: dict[str, Any]) -> str:
          f"OPENBLAS_NUM_THREADS={env['blas_threads']['OPENBLAS_NUM_THREADS']}"),
         (f"cells: median/p90 ms per call after {b['warmup_calls']} warm-up calls, "
          f"{b['seconds']} s and at least {b['min_calls']} calls (a slow cell stops after "
-         f"{b['cap_seconds']:.0f} s with at least {b['floor_calls']}); ratio = graphserve / TF "
-         "medians; max|diff| against TF's recorded outputs (first and last call), max|TF out| "
-         "their scale"),
+         f"{b['cap_seconds']:.0f} s with at least {b['floor_calls']}), each the median over "
+         f"{env['rounds']} rounds, the engines' order alternating; ratio = the median of the "
+         "rounds' graphserve / TF medians; max|diff| against TF's recorded outputs (first and "
+         "last call of every round), max|TF out| their scale"),
     ])
 
 
@@ -436,13 +474,45 @@ def main(argv: list[str]) -> int:
                     "scale": {b: max(float(np.max(np.abs(v))) for v in out.values())
                               for b, (_, out) in cases.items()},
                     "tf": {},
+                    "ratio": {},
                 }
-                for n in args.threads:
-                    entry["tf"][str(n)] = run_tf(name, model_dir, files, n, args, budget,
-                                                 scratch, log)
-                    versions = versions or entry["tf"][str(n)]["versions"]
-                entry["ours"] = run_ours(model_dir, cases, args.threads, budget,
-                                         name)
+                model, mine, reset = load_ours(model_dir, name)
+                ours_rounds: dict[str, list[dict[str, Any]]] = {}
+                tf_rounds: dict[int, list[dict[str, Any]]] = {}
+                for round_index in range(args.rounds):
+                    for i, n in enumerate(args.threads):
+                        # Alternate which engine goes first, so a drift in the machine's
+                        # speed during the round weighs on both alike.
+                        tf_first = (round_index + i) % 2 == 0
+                        for engine in ("tf", "ours") if tf_first else ("ours", "tf"):
+                            if engine == "tf":
+                                tf_rounds.setdefault(n, []).append(
+                                    run_tf(name, model_dir, files, n, args, budget, scratch, log))
+                            elif model is not None:
+                                for key, cell in run_ours(model, mine, cases, n, budget,
+                                                          name).items():
+                                    ours_rounds.setdefault(key, []).append(cell)
+                for n, parts in tf_rounds.items():
+                    versions = versions or parts[0]["versions"]
+                    loads = [p["load_ms"] for p in parts if "load_ms" in p]
+                    entry["tf"][str(n)] = {
+                        "versions": parts[0]["versions"],
+                        "peak_rss_mib": max(p["peak_rss_mib"] for p in parts),
+                        "cells": {b: combine([p["cells"][b] for p in parts])
+                                  for b in files},
+                    }
+                    if loads:
+                        entry["tf"][str(n)]["load_ms"] = float(np.median(loads))
+                for key, cells in ours_rounds.items():
+                    mine["cells"][key] = combine(cells)
+                    batch, n = key.split("/")
+                    entry["ratio"][key] = paired_ratio(
+                        cells, [p["cells"][batch] for p in tf_rounds[int(n)]])
+                mine["peak_rss_mib"] = peak_rss_mib(reset)
+                mine["peak_rss_scope"] = "model" if reset else "process"
+                del model
+                gc.collect()
+                entry["ours"] = mine
                 results[name] = entry
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
