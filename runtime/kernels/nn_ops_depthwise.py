@@ -228,7 +228,7 @@ class DepthwiseTaps:
             first = (phase - pl) % sw  # the first input column landing in this phase
             if first < in_w:
                 self.fills.append((phase, (first + pl) // sw, slice(first, in_w, sw)))
-        # Taps j and j + step read the same phase, step // sw... columns apart.
+        # Taps j and j + step read the same phase, step * dw / sw of its columns apart.
         step = sw // math.gcd(dw, sw)
         self.groups = [_TapGroup(first=j, step=step, phase=j * dw % sw, column=j * dw // sw,
                                  column_step=step * dw // sw, count=len(range(j, s.kw, step)))
