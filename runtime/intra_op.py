@@ -6,9 +6,10 @@ output) run truly in parallel. ``set_threads(n)`` sets how many threads one kern
 caller's own included; 1 (the default) runs every block on the caller.
 
 The pool is shared by every run in the process, so requests that fan out at once do not
-multiply the threads. No block ever waits for the pool: the caller works through its own
-blocks too, taking any that no worker has started, and waits only for blocks already running.
-A busy pool therefore costs a fanned-out kernel nothing beyond running serially.
+multiply the threads. No block ever waits for the pool: the blocks are handed out one at a
+time to whoever asks next, the caller included, and the caller waits only for blocks already
+running when it runs out. A busy pool therefore costs a fanned-out kernel nothing beyond running
+serially, and a pool thread that wakes late takes fewer blocks instead of finishing last.
 
 BLAS itself stays single-threaded (see ``serving/__init__.py``): its own threads spin while
 they wait and stall a loaded machine, where these workers sleep.
@@ -16,9 +17,10 @@ they wait and stall a loaded machine, where these workers sleep.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 _lock = threading.Lock()
@@ -69,56 +71,74 @@ def worth_threads(macs: int) -> bool:
     return _threads > 1 and macs >= PARALLEL_MIN_MACS
 
 
-class _Share:
-    """A contiguous run of blocks, taken by whoever gets to it first."""
+class _Call:
+    """One ``run_blocks`` call: its blocks, handed out one at a time to whoever asks next (the
+    caller and any pool thread that joins), so all finish within about one block of each other
+    even when a pool thread starts late."""
 
-    __slots__ = ("_taken", "blocks", "done", "error")
+    __slots__ = ("_active", "_closed", "_lock", "_next", "_settled", "count", "error", "work")
 
-    def __init__(self, blocks: Sequence[int]) -> None:
-        self.blocks = blocks
-        self._taken = threading.Lock()
-        self.done = threading.Event()
+    def __init__(self, work: Callable[[int], None], count: int) -> None:
+        self.work = work
+        self.count = count
+        self._next = itertools.count()  # next() is atomic under the interpreter lock
+        self._lock = threading.Lock()
+        self._active = 0  # pool threads inside the call
+        self._closed = False  # set once the caller runs out of blocks: no one joins after
+        self._settled = threading.Event()  # the last active pool thread has left
         self.error: BaseException | None = None
 
-    def take(self) -> bool:
-        return self._taken.acquire(blocking=False)
+    def _blocks(self) -> None:
+        for block in iter(self._next.__next__, None):
+            if block >= self.count or self.error is not None:
+                return
+            try:
+                self.work(block)
+            except BaseException as err:  # noqa: BLE001 - raised again on the caller
+                if self.error is None:
+                    self.error = err
 
-    def run(self, work: Callable[[int], None]) -> None:
+    def join(self) -> None:
+        """A pool thread's part: blocks until none is left, if the caller has not finished."""
+        with self._lock:
+            if self._closed:
+                return
+            self._active += 1
         try:
-            for block in self.blocks:
-                work(block)
-        except BaseException as err:  # noqa: BLE001 - raised again on the caller
-            self.error = err
+            self._blocks()
         finally:
-            self.done.set()
+            with self._lock:
+                self._active -= 1
+                if self._closed and not self._active:
+                    self._settled.set()
 
-
-def _offered(share: _Share, work: Callable[[int], None]) -> None:
-    if share.take():
-        share.run(work)
+    def run(self) -> None:
+        """The caller's part: blocks until none is left, then waits only for pool threads
+        still inside a block."""
+        self._blocks()
+        with self._lock:
+            self._closed = True
+            busy = self._active > 0
+        if busy:
+            self._settled.wait()
+        if self.error is not None:
+            raise self.error
 
 
 def run_blocks(work: Callable[[int], None], count: int) -> None:
     """``work(i)`` for every ``i`` in ``range(count)``; blocks must be independent (separate
-    outputs, per-thread scratch). Returns when all have run; raises the first error."""
+    outputs, per-thread scratch). Returns when all have run; raises the first error (blocks not
+    yet started then do not run)."""
     pool = _pool
-    shares = min(_threads, count)
-    if pool is None or shares <= 1:
+    helpers = min(_threads, count) - 1
+    if pool is None or helpers <= 0:
         for block in range(count):
             work(block)
         return
-    bounds = [count * i // shares for i in range(shares + 1)]
-    parts = [_Share(range(bounds[i], bounds[i + 1])) for i in range(shares)]
-    for part in parts[1:]:
+    call = _Call(work, count)
+    for _ in range(helpers):
         try:
-            pool.submit(_offered, part, work)
-        except RuntimeError:  # the pool was replaced meanwhile: the caller runs it
+            pool.submit(call.join)
+        except RuntimeError:  # the pool was replaced meanwhile: the caller runs it all
             break
-    for part in parts:  # the caller's own, then any a worker has not started
-        if part.take():
-            part.run(work)
-    for part in parts:
-        part.done.wait()
-    for part in parts:
-        if part.error is not None:
-            raise part.error
+    call.run()

@@ -55,12 +55,41 @@ def test_blocks_run_on_two_threads(two_threads: None) -> None:
 
 
 def test_an_error_in_a_block_reaches_the_caller(two_threads: None) -> None:
+    ran: list[int] = []
+
     def work(i: int) -> None:
+        ran.append(i)
         if i == 5:
             raise ValueError("block 5")
 
     with pytest.raises(ValueError, match="block 5"):
-        intra_op.run_blocks(work, 8)
+        intra_op.run_blocks(work, 200)
+    # Blocks not yet handed out when it was raised never run (one in flight beside it may).
+    assert 5 in ran and len(ran) < 200
+
+
+def test_a_late_pool_thread_takes_fewer_blocks(two_threads: None) -> None:
+    # The pool's thread is held while the caller starts: the caller goes on taking blocks, and
+    # the pool's thread, once free, takes what is left; together they run each once.
+    release = threading.Event()
+    holder = threading.Thread(target=intra_op.run_blocks,
+                              args=(lambda i: release.wait(10) if i == 1 else None, 2))
+    holder.start()
+    time.sleep(0.2)  # the pool's thread is inside block 1 of the holder
+    threads_of: dict[int, str] = {}
+
+    def work(i: int) -> None:
+        if i == 3:
+            release.set()  # the pool's thread is free from here on
+        time.sleep(0.01)
+        threads_of[i] = threading.current_thread().name
+
+    intra_op.run_blocks(work, 40)
+    holder.join(10)
+    assert sorted(threads_of) == list(range(40))
+    caller = threading.current_thread().name
+    assert [threads_of[i] for i in range(4)] == [caller] * 4  # before the pool was free
+    assert set(threads_of.values()) != {caller}  # it joined for what was left (360 ms of it)
 
 
 def test_a_busy_pool_never_makes_the_caller_wait_for_it(two_threads: None) -> None:
