@@ -486,7 +486,7 @@ class ChannelMajor(ConvAlgorithm):
             first, end = shares[index]
             np.matmul(patches.T, matrix[:, first:end], out=product[:, first:end])
             valid = product.reshape(i1 - i0, oh, gw, o)[:, :, :ow, first:end]
-            _crop(valid, out[i0:i1, :, :, first:end], activation)
+            crop_into(valid, out[i0:i1, :, :, first:end], activation)
 
         for i0, i1, pairs, patches in ws.blocks:
             for dst, src in pairs:
@@ -499,12 +499,13 @@ class ChannelMajor(ConvAlgorithm):
                                              product=product), len(shares))
                 continue
             np.matmul(patches.T, matrix, out=product)
-            _crop(product.reshape(i1 - i0, oh, gw * o)[:, :, :ow * o], lines[i0:i1], activation)
+            crop_into(product.reshape(i1 - i0, oh, gw * o)[:, :, :ow * o], lines[i0:i1], activation)
         return out
 
 
-def _crop(valid: np.ndarray, target: np.ndarray, activation: Activation) -> None:
-    """The valid cells of a channel-major product into the output, activated."""
+def crop_into(valid: np.ndarray, target: np.ndarray, activation: Activation) -> None:
+    """The valid cells of a channel-major product into the output, activated (a fused Relu
+    in the same pass as the copy)."""
     if activation is relu_:
         relu_into(valid, target)
     else:

@@ -12,8 +12,9 @@ With one filter per channel (multiplier 1) and many channels, summing the taps' 
 straight from the padded input is the faster way (``DepthwiseTaps``): with the input laid out
 in column phases, the windows of the taps reading one phase are one strided view whose inner
 runs are whole rows of pixels and channels, and one ``einsum`` per phase multiplies and sums
-them. On MobileNet's, EfficientNet's and Xception's layers (32 to 1152 channels) it is 1.5-4x
-faster than the grid, strided or not, and from 16 channels (``TAPS_MIN_CHANNELS``) no slower.
+them. On MobileNet's, EfficientNet's and Xception's layers (32 to 1152 channels) it is 2-8x
+faster than the grid, strided or not; from 16 channels (``TAPS_MIN_CHANNELS``) it is faster on
+all but the smallest maps (28x28x16 at stride 2: 12% slower).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime.intra_op import run_blocks, threads, worth_threads
-from runtime.kernels.clamps import relu_, relu_into
 from runtime.kernels.nn_ops_common import Key, Window, scratch, view
 from runtime.kernels.nn_ops_conv_gemm import (
     Activation,
     GridScratch,
     Weights,
     add_bias_,
+    crop_into,
     grid_blocks,
 )
 from runtime.kernels.nn_ops_grid import Grid, grid_axis
@@ -45,7 +46,7 @@ _MIN_THREAD_CHANNELS = 8
 TAPS_MIN_CHANNELS = 16
 # Output rows per chunk of the tap-by-tap way: about this many bytes. Smaller chunks pay more
 # numpy calls and gain nothing from the cache (measured on MobileNetV2's and EfficientNet's
-# layers: a row at a time is 1.3-2.2x slower than whole images).
+# layers: a row at a time is 1.3-3.2x slower than whole images).
 _TAPS_CHUNK_BYTES = 1 << 20
 
 
@@ -147,13 +148,7 @@ class Depthwise:
                 np.matmul(weights[0][c0:c1], patches[c0:c1], out=product)
                 valid = product.reshape(own, i1 - i0, oh, gw)[..., :ow]
                 valid = valid.transpose(1, 2, 3, 0)
-                mine = out[i0:i1, ..., c0 * mult:c1 * mult]
-                if activation is relu_:
-                    relu_into(valid, mine)
-                else:
-                    np.copyto(mine, valid)
-                    if activation is not None:
-                        activation(mine)
+                crop_into(valid, out[i0:i1, ..., c0 * mult:c1 * mult], activation)
 
         # Threads split the channels (one image has work enough): each writes its own
         # channels of the caller's buffers.

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from runtime.graph import Graph, Node, TensorRef
 from runtime.resources import ResourceManager
 
@@ -98,6 +100,15 @@ def readers_of(graph: Graph) -> tuple[dict[str, list[Node]], set[str]]:
             readers.setdefault(producer, []).append(node)
         control_readers.update(node.control_inputs)
     return readers, control_readers
+
+
+def const_value(graph: Graph, ref: TensorRef) -> np.ndarray | None:
+    """The value of a Const without control inputs that ``ref`` reads, or None."""
+    node = graph.nodes.get(ref.node)
+    if node is None or node.op != "Const" or ref.port != 0 or node.control_inputs:
+        return None
+    value = node.attrs.get("value")
+    return value if isinstance(value, np.ndarray) else None
 
 
 def unique_name(name: str, taken: set[str]) -> str:

@@ -11,19 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.graph import Graph, Node, TensorRef
+from runtime.graph import Graph, Node
 from runtime.optimize import internal_ops  # noqa: F401 - defines _GatherWrapNegative
-from runtime.optimize.context import PassContext
+from runtime.optimize.context import PassContext, const_value
 
 _ADDS = frozenset({"Add", "AddV2"})
-
-
-def _const(graph: Graph, ref: TensorRef) -> np.ndarray | None:
-    node = graph.nodes.get(ref.node)
-    if node is None or node.op != "Const" or ref.port != 0 or node.control_inputs:
-        return None
-    value = node.attrs.get("value")
-    return value if isinstance(value, np.ndarray) else None
 
 
 def _scalar(value: np.ndarray | None) -> int | None:
@@ -36,7 +28,7 @@ def _rewrite(graph: Graph, gather: Node, readers: dict[str, int],
              context: PassContext) -> Node | None:
     if int(gather.attrs.get("batch_dims", 0)) != 0 or len(gather.inputs) != 3:
         return None
-    table, axis = _const(graph, gather.inputs[0]), _scalar(_const(graph, gather.inputs[2]))
+    table, axis = const_value(graph, gather.inputs[0]), _scalar(const_value(graph, gather.inputs[2]))
     select = graph.nodes.get(gather.inputs[1].node)
     if table is None or axis is None or not -table.ndim <= axis < table.ndim:
         return None
@@ -48,12 +40,12 @@ def _rewrite(graph: Graph, gather: Node, readers: dict[str, int],
     less, add = graph.nodes.get(cond_ref.node), graph.nodes.get(wrapped_ref.node)
     if less is None or less.op != "Less" or less.inputs[:1] != [ids] or cond_ref.port != 0:
         return None
-    if _scalar(_const(graph, less.inputs[1])) != 0:
+    if _scalar(const_value(graph, less.inputs[1])) != 0:
         return None
     if add is None or add.op not in _ADDS or wrapped_ref.port != 0 or ids not in add.inputs:
         return None
     rows = add.inputs[1] if add.inputs[0] == ids else add.inputs[0]
-    if _scalar(_const(graph, rows)) != table.shape[axis]:
+    if _scalar(const_value(graph, rows)) != table.shape[axis]:
         return None
     for node in (select, less, add):
         if node.name in context.protected_nodes or readers.get(node.name, 0) != 1:

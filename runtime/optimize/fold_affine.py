@@ -22,7 +22,7 @@ import numpy as np
 
 from runtime.dtypes import DataType, from_numpy, to_numpy
 from runtime.graph import Graph, Node, TensorRef
-from runtime.optimize.context import PassContext, readers_of
+from runtime.optimize.context import PassContext, const_value, readers_of
 
 # The ops whose weights can absorb a per-channel scale, and the rank of their output.
 _BASES = {"Conv2D": 4, "DepthwiseConv2dNative": 4, "MatMul": 2}
@@ -48,14 +48,6 @@ class _Affine:
         else:
             self.shift = self.shift + value
             self.has_shift = True
-
-
-def _const_value(graph: Graph, ref: TensorRef) -> np.ndarray | None:
-    node = graph.nodes.get(ref.node)
-    if node is None or node.op != "Const" or ref.port != 0 or node.control_inputs:
-        return None
-    value = node.attrs.get("value")
-    return value if isinstance(value, np.ndarray) else None
 
 
 def _channels(base: Node, weights: np.ndarray) -> int | None:
@@ -107,12 +99,12 @@ def _step_constant(graph: Graph, user: Node, prev: str) -> np.ndarray | None:
     if user.op == "BiasAdd":
         if user.inputs[0] != here or user.attrs.get("data_format", "NHWC") != "NHWC":
             return None
-        return _const_value(graph, user.inputs[1])
+        return const_value(graph, user.inputs[1])
     if user.op == "Sub":
-        return _const_value(graph, user.inputs[1]) if user.inputs[0] == here else None
+        return const_value(graph, user.inputs[1]) if user.inputs[0] == here else None
     if user.op in _COMMUTATIVE:
         other = user.inputs[1] if user.inputs[0] == here else user.inputs[0]
-        return _const_value(graph, other)
+        return const_value(graph, other)
     return None
 
 
@@ -167,7 +159,7 @@ def fold_affine(graph: Graph, context: PassContext) -> Graph:
             continue
         if len(base.inputs) != 2:
             continue
-        weights = _const_value(graph, base.inputs[1])
+        weights = const_value(graph, base.inputs[1])
         channels = _channels(base, weights) if weights is not None else None
         if weights is None or channels is None:
             continue

@@ -36,7 +36,7 @@ import numpy as np
 from runtime.dtypes import from_numpy
 from runtime.graph import Graph, Node, TensorRef
 from runtime.kernels import KERNELS, NodeContext, load_all_kernels
-from runtime.optimize.context import PassContext, readers_of, unique_name
+from runtime.optimize.context import PassContext, const_value, readers_of, unique_name
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,8 @@ def _single_data_consumer(node: Node, readers: dict[str, list[Node]]) -> Node | 
 
 
 def _scalar_const(graph: Graph, ref: TensorRef) -> float | None:
-    node = graph.nodes.get(ref.node)
-    if node is None or node.op != "Const" or ref.port != 0 or node.control_inputs:
-        return None
-    value = node.attrs.get("value")
-    if not isinstance(value, np.ndarray) or value.size != 1 or value.dtype.kind != "f":
+    value = const_value(graph, ref)
+    if value is None or value.size != 1 or value.dtype.kind != "f":
         return None
     return float(value.reshape(-1)[0])
 
@@ -231,7 +228,7 @@ def _match(
         if op == "Add":  # a residual connection: another tensor, added as it is
             other = _other_input(user, current.name)
             if (user.op not in _ADDS or other is None or user.attrs.get("T") != base.attrs.get("T")
-                    or _const_array(graph, other) is not None):
+                    or const_value(graph, other) is not None):
                 return None
             found.post_args.append(other)
             chain.append(user)
@@ -253,14 +250,6 @@ def _match(
     return found
 
 
-def _const_array(graph: Graph, ref: TensorRef) -> np.ndarray | None:
-    node = graph.nodes.get(ref.node)
-    if node is None or node.op != "Const" or ref.port != 0 or node.control_inputs:
-        return None
-    value = node.attrs.get("value")
-    return value if isinstance(value, np.ndarray) else None
-
-
 def _post_arg(graph: Graph, step: str, user: Node, prev: str, base: Node,
               bias_add: Node) -> TensorRef | np.ndarray | None:
     """The ``[C]`` operand of a per-channel step after the activation, if ``user`` is one: a
@@ -270,8 +259,8 @@ def _post_arg(graph: Graph, step: str, user: Node, prev: str, base: Node,
     other = _other_input(user, prev)
     if other is None or (user.op == "Sub" and user.inputs[0] != TensorRef(prev, 0)):
         return None
-    value = _const_array(graph, other)
-    bias = _const_array(graph, bias_add.inputs[1])
+    value = const_value(graph, other)
+    bias = const_value(graph, bias_add.inputs[1])
     # The channel count comes from the bias, which BiasAdd requires to be exactly [C].
     if value is None or bias is None or bias.ndim != 1 or value.dtype != bias.dtype:
         return None

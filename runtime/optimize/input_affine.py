@@ -30,18 +30,10 @@ import numpy as np
 
 from runtime.dtypes import DataType, from_numpy
 from runtime.graph import Graph, Node, TensorRef
-from runtime.optimize.context import PassContext, readers_of, unique_name
+from runtime.optimize.context import PassContext, const_value, readers_of, unique_name
 
 _FLOATS = frozenset({DataType.DT_FLOAT, DataType.DT_DOUBLE})
 _SHIFTS = frozenset({"Add", "AddV2", "Sub"})
-
-
-def _const(graph: Graph, ref: TensorRef) -> np.ndarray | None:
-    node = graph.nodes.get(ref.node)
-    if node is None or node.op != "Const" or ref.port != 0 or node.control_inputs:
-        return None
-    value = node.attrs.get("value")
-    return value if isinstance(value, np.ndarray) else None
 
 
 def _static_shape(graph: Graph, ref: TensorRef) -> tuple[int, ...] | None:
@@ -94,11 +86,11 @@ def _affine_before(graph: Graph, ref: TensorRef, reader: Node, readers: dict[str
                                                         control_readers, context):
             break
         index = 0
-        value = _const(graph, node.inputs[1])
+        value = const_value(graph, node.inputs[1])
         if value is None and node.op != "Sub":
-            index, value = 1, _const(graph, node.inputs[0])
+            index, value = 1, const_value(graph, node.inputs[0])
         other = node.inputs[index]
-        if value is None or _const(graph, other) is not None:
+        if value is None or const_value(graph, other) is not None:
             break
         if value.dtype.kind != "f" or not np.isfinite(value).all():
             break
@@ -254,7 +246,7 @@ def fold_affine_into_consumer(graph: Graph, context: PassContext) -> Graph:
         if node.op not in _CONSUMERS or len(node.inputs) != 2:
             continue
         dtype = node.attrs.get("T")
-        weights = _const(graph, node.inputs[1])
+        weights = const_value(graph, node.inputs[1])
         if dtype not in _FLOATS or weights is None or weights.dtype.kind != "f":
             continue
         depth = _input_depth(node, weights)

@@ -13,19 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.graph import Graph, Node, TensorRef
-from runtime.optimize.context import PassContext, readers_of
+from runtime.graph import Graph, Node
+from runtime.optimize.context import PassContext, const_value, readers_of
 
 _CONVS = frozenset({"Conv2D", "DepthwiseConv2dNative"})
 _PADS = frozenset({"Pad", "PadV2"})
-
-
-def _const(graph: Graph, ref: TensorRef) -> np.ndarray | None:
-    node = graph.nodes.get(ref.node)
-    if node is None or node.op != "Const" or ref.port != 0 or node.control_inputs:
-        return None
-    value = node.attrs.get("value")
-    return value if isinstance(value, np.ndarray) else None
 
 
 def conv_paddings(pad_amounts: np.ndarray, nhwc: bool, padding: str,
@@ -48,7 +40,7 @@ def conv_paddings(pad_amounts: np.ndarray, nhwc: bool, padding: str,
 def _fill_is_zero(graph: Graph, pad: Node) -> bool:
     if pad.op == "Pad":
         return True
-    fill = _const(graph, pad.inputs[2]) if len(pad.inputs) > 2 else None
+    fill = const_value(graph, pad.inputs[2]) if len(pad.inputs) > 2 else None
     return fill is not None and fill.size == 1 and not fill.reshape(-1)[0]
 
 
@@ -63,7 +55,7 @@ def fold_pads_into_convs(graph: Graph, context: PassContext) -> Graph:
                 or pad.name in context.protected_nodes or pad.control_inputs
                 or len(readers.get(pad.name, [])) != 1 or not _fill_is_zero(graph, pad)):
             continue
-        amounts = _const(graph, pad.inputs[1])
+        amounts = const_value(graph, pad.inputs[1])
         if amounts is None:
             continue
         nhwc = conv.attrs.get("data_format", "NHWC") in ("NHWC", b"NHWC")

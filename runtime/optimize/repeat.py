@@ -21,18 +21,13 @@ import numpy as np
 
 from runtime.graph import Graph, Node, TensorRef
 from runtime.optimize import internal_ops  # noqa: F401 - defines _RepeatAxes
-from runtime.optimize.context import PassContext, is_stateful, readers_of
+from runtime.optimize.context import PassContext, const_value, is_stateful, readers_of
 from runtime.optimize.shapes import ShapeEvaluator, SymInt, canonical
 
 
 def _int_const(graph: Graph, ref: TensorRef) -> np.ndarray | None:
-    node = graph.nodes.get(ref.node)
-    if node is None or node.op != "Const" or ref.port != 0 or node.control_inputs:
-        return None
-    value = node.attrs.get("value")
-    if isinstance(value, np.ndarray) and value.dtype.kind in "iu":
-        return value
-    return None
+    value = const_value(graph, ref)
+    return value if value is not None and value.dtype.kind in "iu" else None
 
 
 def _only_reader(name: str, readers: dict[str, list[Node]], control_readers: set[str],

@@ -17,25 +17,17 @@ import numpy as np
 
 from runtime.dtypes import from_numpy
 from runtime.graph import Graph, Node, TensorRef
-from runtime.optimize.context import PassContext, unique_name
+from runtime.optimize.context import PassContext, const_value, unique_name
 
 _PRODUCTS = frozenset({"MatMul", "BatchMatMulV2"})
 _ADDS = frozenset({"Add", "AddV2"})
-
-
-def _const(graph: Graph, ref: TensorRef) -> np.ndarray | None:
-    node = graph.nodes.get(ref.node)
-    if node is None or node.op != "Const" or ref.port != 0 or node.control_inputs:
-        return None
-    value = node.attrs.get("value")
-    return value if isinstance(value, np.ndarray) else None
 
 
 def _columns(graph: Graph, product: Node) -> int | None:
     """The column count of a matmul by a constant matrix, if that is what ``product`` is."""
     if product.op not in _PRODUCTS or len(product.inputs) != 2:
         return None
-    weights = _const(graph, product.inputs[1])
+    weights = const_value(graph, product.inputs[1])
     if weights is None or weights.ndim != 2:
         return None
     transposed = product.attrs.get("transpose_b") or product.attrs.get("adj_y")
@@ -49,13 +41,13 @@ def _rewrite(graph: Graph, add: Node, readers: dict[str, int], context: PassCont
         return None
     for reshape_ref, bias_ref in (add.inputs, add.inputs[::-1]):
         reshape = graph.nodes.get(reshape_ref.node)
-        bias = _const(graph, bias_ref)
+        bias = const_value(graph, bias_ref)
         if reshape is None or reshape.op != "Reshape" or bias is None or reshape_ref.port != 0:
             continue
         if reshape.name in context.protected_nodes or readers.get(reshape.name, 0) != 1:
             continue
         product = graph.nodes.get(reshape.inputs[0].node)
-        target = _const(graph, reshape.inputs[1])
+        target = const_value(graph, reshape.inputs[1])
         columns = _columns(graph, product) if product is not None else None
         if columns is None or target is None or target.ndim != 1 or reshape.inputs[0].port:
             continue
