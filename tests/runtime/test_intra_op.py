@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from runtime import intra_op
+from runtime.kernels import nn_ops_conv_gemm
+from runtime.kernels.nn_ops_common import window
 from runtime.kernels.registry import instantiate
 from tests.runtime.kernels.test_nn_ops_conv_algorithms import (
     conv_attrs,
@@ -123,7 +125,8 @@ CONV = [
     # Too few rows to share: the threads share the filter's columns.
     ("patches_columns", (1, 7, 7, 256), (3, 3, 256, 200), (1, 1), "SAME"),
     ("pointwise_columns", (1, 7, 7, 512), (1, 1, 512, 520), (1, 1), "VALID"),
-    ("channel_major_columns", (2, 64, 64, 3), (7, 7, 3, 64), (2, 2), "SAME"),
+    # Few input channels: the threads share each image's output rows, in unequal ranges.
+    ("channel_major_rows", (2, 64, 64, 3), (7, 7, 3, 64), (2, 2), "SAME"),
 ]
 DEPTHWISE = [
     ("depthwise", (1, 56, 56, 96), (3, 3, 96, 1), (1, 1), "SAME"),
@@ -159,6 +162,32 @@ def test_spread_kernels_answer_what_one_thread_answers(case: tuple) -> None:
     reference = reference_conv if op == "Conv2D" else reference_depthwise
     np.testing.assert_allclose(spread, reference(x, f, strides, (1, 1), pads), rtol=1e-4,
                                atol=1e-4)
+
+
+def test_channel_major_shares_the_rows_of_blocks_of_several_images(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The daemon's blocks (BLAS on one thread): 3 images of 168 grid cells to a block.
+    monkeypatch.setattr(nn_ops_conv_gemm, "BLAS_SINGLE_THREADED", True)
+    x = RNG.standard_normal((8, 12, 12, 3)).astype(np.float32)
+    f = RNG.standard_normal((3, 3, 3, 160)).astype(np.float32)
+    rows, cols = (window(12, 3, 1, 1, "SAME") for _ in range(2))
+    shape = nn_ops_conv_gemm.ConvShape(8, 12, 12, 3, 3, 3, 160, (1, 1), (1, 1), rows, cols,
+                                       np.dtype(np.float32))
+    algorithm = nn_ops_conv_gemm.choose(shape)
+    assert isinstance(algorithm, nn_ops_conv_gemm.ChannelMajor)
+    assert algorithm.blocks == [(0, 3), (3, 6), (6, 8)]
+    weights = algorithm.prepare(f, None)
+    serial = algorithm(x, weights, None)
+    intra_op.set_threads(4)
+    try:
+        assert len(nn_ops_conv_gemm.row_parts(12, 3 * 168 * 28 * 160)) > 1
+        for _ in range(15):
+            np.testing.assert_allclose(algorithm(x, weights, None), serial, rtol=1e-5,
+                                       atol=1e-6 * np.abs(serial).max())
+    finally:
+        intra_op.set_threads(1)
+    np.testing.assert_allclose(serial, reference_conv(x, f, (1, 1), (1, 1), ((1, 1), (1, 1))),
+                               rtol=1e-4, atol=1e-4)
 
 
 def test_a_large_max_pool_is_spread_and_answers_what_one_thread_answers() -> None:
