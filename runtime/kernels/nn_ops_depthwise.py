@@ -183,11 +183,12 @@ class _TapGroup:
 @dataclass(frozen=True)
 class _Chunks:
     """DepthwiseTaps' chunks for one number of threads: (image, first row, end row) each, the
-    rows of the largest, and its scratch key."""
+    rows of the largest, and the scratch keys of its sum and of its padded input rows."""
 
     chunks: list[tuple[int, int, int]]
     rows: int
     key: Key
+    window_key: Key
 
 
 class DepthwiseTaps:
@@ -201,7 +202,11 @@ class DepthwiseTaps:
     values of one phase, whatever the stride. The taps reading one phase are evenly spaced in
     it, so their windows are one strided view ``[kh, taps, rows, ow * C]``, and one ``einsum``
     multiplies and sums them all: a single numpy call per phase and chunk, about twice as fast
-    as a multiply and an add per tap, and holding the interpreter lock only between calls."""
+    as a multiply and an add per tap, and holding the interpreter lock only between calls.
+
+    Each chunk lays out the padded input rows that it reads itself, in its thread's own buffer
+    (neighbouring chunks both copy the rows they share): the copy is spread over the threads
+    with the sums, and is still in cache when they read it."""
 
     def __init__(self, shape: DepthwiseShape) -> None:
         s = shape
@@ -228,25 +233,28 @@ class DepthwiseTaps:
         self.groups = [_TapGroup(first=j, step=step, phase=j * dw % sw, column=j * dw // sw,
                                  column_step=step * dw // sw, count=len(range(j, s.kw, step)))
                        for j in range(min(step, s.kw))]
-        self.padded_key = Key(("depthwise-taps-padded", s))
         self.macs = s.n * oh * ow * s.c * (s.kh * s.kw + 1)
         self._chunks: dict[int, _Chunks] = {}  # by threads
 
     def _chunking(self, threads: int) -> _Chunks:
-        """Chunks of output rows: about ``_TAPS_CHUNK_BYTES`` each, and at least one per
-        thread when the work is worth spreading."""
+        """Chunks of output rows: about ``_TAPS_CHUNK_BYTES`` each, at least one per thread when
+        the work is worth spreading, and an image's all of the same size (give or take a
+        row), so that the threads finish together."""
         chunking = self._chunks.get(threads)
         if chunking is None:
             s = self.shape
             oh, ow = s.rows.out, s.cols.out
             rows = max(1, min(oh, _TAPS_CHUNK_BYTES // max(ow * s.c * s.dtype.itemsize, 1)))
-            if worth_threads(self.macs) and s.n * -(-oh // rows) < threads:
-                per_image = -(-threads // s.n)
-                rows = max(1, -(-oh // per_image))
+            per_image = -(-oh // rows)
+            if worth_threads(self.macs) and s.n * per_image < threads:
+                per_image = min(oh, -(-threads // s.n))
+            rows = -(-oh // max(per_image, 1)) if oh else 1
             chunks = [(b, r0, min(oh, r0 + rows)) for b in range(s.n)
                       for r0 in range(0, oh, rows)]
+            span = (rows - 1) * s.strides[0] + (s.kh - 1) * s.dilations[0] + 1
             chunking = self._chunks[threads] = _Chunks(
-                chunks, rows, Key(("depthwise-taps-tmp", s, rows)))
+                chunks, rows, Key(("depthwise-taps-tmp", s, rows)),
+                Key(("depthwise-taps-window", s, span)))
         return chunking
 
     def prepare(self, f: np.ndarray, bias: np.ndarray | None) -> Weights:
@@ -257,27 +265,42 @@ class DepthwiseTaps:
         tiled_bias = None if bias is None else np.tile(bias, ow)
         return np.ascontiguousarray(np.tile(taps, (1, 1, ow))), tiled_bias
 
-    def _phases(self, x: np.ndarray) -> np.ndarray:
-        """The padded input as [n, rows, phase, phase column, C]."""
+    def _rows(self, x: np.ndarray, cut: _Chunks, b: int, r0: int, r1: int) -> np.ndarray:
+        """The padded input rows that output rows [r0, r1) of image ``b`` read, as
+        [rows, phase, phase column, C]: a view of ``x`` when no padding or phase is needed,
+        else copied into this thread's buffer (padding cells zero)."""
         s = self.shape
+        sh, dh = s.strides[0], s.dilations[0]
+        first, end = r0 * sh, (r1 - 1) * sh + (s.kh - 1) * dh + 1  # padded rows
         if not self.copy_in:
-            return np.ascontiguousarray(x).reshape(s.n, s.h, 1, s.w, s.c)
-        src = scratch(self.padded_key, lambda: _Padded(
-            (s.n, self.need_h, s.strides[1], self.phase_w, s.c), s.dtype)).values
+            return x[b, first:end].reshape(end - first, 1, s.w, s.c)
+        span = (cut.rows - 1) * sh + (s.kh - 1) * dh + 1
+        rows = scratch(cut.window_key, lambda: _Padded(
+            (span, s.strides[1], self.phase_w, s.c), s.dtype)).values
+        # Input row i is padded row i + pt: the chunk's input rows are [lo, hi), at its rows
+        # [lo + pt - first, hi + pt - first); those above and below are padding, zero when the
+        # buffer was made, and again here if another chunk's input may have been there since.
         pt = s.rows.pad_before
-        for phase, first, columns in self.fills:
-            part = x[:, :self.in_h, columns]
-            src[:, pt:pt + self.in_h, phase, first:first + part.shape[2]] = part
-        return src
+        lo = min(max(first - pt, 0), self.in_h)
+        hi = max(min(end - pt, self.in_h), lo)
+        top, bottom = max(lo + pt - first, 0), max(hi + pt - first, 0)
+        if cut.rows < s.rows.out:
+            rows[:top].fill(0)
+            rows[bottom:end - first].fill(0)
+        for phase, column, columns in self.fills:
+            part = x[b, lo:hi, columns]
+            rows[top:bottom, phase, column:column + part.shape[1]] = part
+        return rows
 
     def __call__(self, x: np.ndarray, weights: Weights, activation: Activation) -> np.ndarray:
         s = self.shape
         taps, bias = weights
-        src = self._phases(x)
-        _, _, phases, phase_w, c = src.shape
-        row = phases * phase_w * c  # one padded input row
+        x = np.ascontiguousarray(x)
         out = np.empty(s.out_shape, s.dtype)
         sh, dh = s.strides[0], s.dilations[0]
+        c = s.c
+        phase_w = self.phase_w if self.copy_in else s.w
+        row = (s.strides[1] if self.copy_in else 1) * phase_w * c  # one padded input row
         width = s.cols.out * c
         cut = self._chunking(threads())
 
@@ -285,11 +308,11 @@ class DepthwiseTaps:
             b, r0, r1 = cut.chunks[index]
             rows = r1 - r0
             o = out[b, r0:r1].reshape(rows, width)
-            start = (b * src.shape[1] + r0 * sh) * row
+            src = self._rows(x, cut, b, r0, r1)
             for number, group in enumerate(self.groups):
                 windows = view(src, (s.kh, group.count, rows, width),
                                (dh * row, group.column_step * c, sh * row, 1),
-                               start + (group.phase * phase_w + group.column) * c)
+                               (group.phase * phase_w + group.column) * c)
                 group_taps = taps[:, group.first::group.step]
                 if number == 0:
                     np.einsum("ijrw,ijw->rw", windows, group_taps, out=o)

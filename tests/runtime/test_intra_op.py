@@ -135,6 +135,11 @@ DEPTHWISE = [
     # The tap-by-tap way, its chunks of rows shared out.
     ("depthwise_taps", (8, 19, 19, 256), (3, 3, 256, 1), (1, 1), "SAME"),
     ("depthwise_strided_multiplier", (2, 29, 29, 40), (5, 5, 40, 2), (2, 2), "SAME"),
+    # Several chunks of rows to an image, even on one thread: each lays out its own padded
+    # rows (phases for the stride, zero rows above and below) in a buffer the others reuse.
+    ("depthwise_taps_strided_chunks", (1, 112, 112, 96), (5, 5, 96, 1), (2, 2), "SAME"),
+    ("depthwise_taps_padded_chunks", (1, 112, 112, 32), (3, 3, 32, 1), (1, 1), "SAME"),
+    ("depthwise_taps_unpadded_chunks", (1, 114, 114, 64), (3, 3, 64, 1), (1, 1), "VALID"),
 ]
 
 
