@@ -9,24 +9,26 @@ Xception with random weights, made by TensorFlow with ``make_bench_models.py`` i
 recorded ones in each model's ``expected.npz`` (batch1, batch8; another batch size repeats the
 batch8 rows, outputs included, since rows are independent at inference).
 
-For each model, one engine at a time, in rounds (``--rounds``, default 2):
+For each model and thread count:
 
-1. TensorFlow, in a subprocess of ``.venv-tf`` per thread count (``tf_worker.py``): intra-op and
-   inter-op parallelism both set to the thread count before any op runs; ``tf2`` calls
+1. TensorFlow, in a subprocess of ``.venv-tf`` (``tf_paced.py``): intra-op and inter-op
+   parallelism both set to the thread count before any op runs; ``tf2`` calls
    ``tf.saved_model.load(dir).signatures["serving_default"]`` eagerly (numpy in and out), ``tf1``
-   is the session path TensorFlow Serving takes. Its peak RSS comes from ``wait4``.
+   is the session path TensorFlow Serving takes. It makes one call each time the driver asks and
+   reports how long it took. Its peak RSS comes from ``wait4``.
 2. Our runtime in this process (TensorFlow is never imported here; the model is loaded once):
    ``session.run`` on the signature's tensors, threads set with
    ``runtime.intra_op.set_threads(n)``. BLAS stays single-threaded, as in the daemon
    (``serving/__init__.py``). Before timing each cell, its outputs are compared with
    TensorFlow's recorded ones (largest |difference|), and those of the last timed call as well.
 
-Each round times both engines at one thread count after the other, which goes first
-alternating from one thread count and round to the next: this machine's speed drifts by 10-20%
-over minutes, so a ratio is taken within each round (minutes apart at most) and the rounds'
-median reported. Each cell warms up, then calls for the budget (3 s and at least 10 calls; a
-slow cell stops after 60 s with at least 5) and reports median and p90 in ms, the median over
-the rounds. Never a verdict: it prints tables, and ``--json`` keeps the raw numbers.
+The engines' calls are paired: TensorFlow's call, then ours (or the other way round, alternating
+from pair to pair), each after a 2 ms pause with the other engine idle. This machine's speed
+drifts by 10-20% over minutes, more than the differences measured; the calls of a pair are
+milliseconds apart, so each pair's ratio sees one machine, and the cell's ratio is the median of
+its pairs'. Each cell warms both engines up, then makes pairs for twice the budget (3 s and at
+least 10 pairs; a slow cell stops after 120 s with at least 5) and reports each engine's median
+and p90 in ms. Never a verdict: it prints tables, and ``--json`` keeps the raw numbers.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ sys.path.insert(0, str(ROOT))
 from bench import ours
 from bench.report import Notes, _render
 from bench.tensors import leading_dim, max_abs_diff, tile_rows
-from bench.timing import Budget, machine, measure
+from bench.timing import Budget, Stats, machine, summarize
 from runtime import intra_op
 
 MODELS = ("resnet50", "mobilenet", "mobilenet_v2", "efficientnet_b0", "xception")
@@ -87,8 +89,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 0.5 s and at least 3 calls per cell, 1 warm-up call")
     parser.add_argument("--tf-python", type=Path, default=TF_PY)
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="rounds per model, the engines' order alternating (default 2)")
     parser.add_argument("--json", type=Path, help="write the raw numbers here")
     args = parser.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]
@@ -96,8 +96,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.threads = [int(t) for t in args.threads.split(",") if t]
     if any(t < 1 for t in args.threads):
         parser.error("thread counts start at 1")
-    if args.rounds < 1:
-        parser.error("--rounds starts at 1")
     return args
 
 
@@ -155,54 +153,57 @@ def cases_by_batch(expected: Path, batches: list[int]) -> dict[int, Case]:
 # -- TensorFlow (a subprocess per model and thread count) ---------------------------------------
 
 
-def run_tf(
-    name: str, model_dir: Path, files: dict[str, str], threads: int, args: argparse.Namespace,
-    budget: Budget, scratch: Path, log: Any,
-) -> dict[str, Any]:
-    """TensorFlow's cells for one model at one thread count, with the worker's peak RSS."""
-    result_path = scratch / f"tf-{name}-t{threads}.json"
-    request = {
-        "threads": threads,
-        "budget": dataclasses.asdict(budget),
-        "engines": [args.tf_engine],
-        "out_dir": str(scratch),
-        "cache_dir": str(CACHE),
-        "result": str(result_path),
-        # The recorded outputs are the reference: no untimed session run just for them.
-        "models": [{"name": name, "dir": str(model_dir), "signature": SIGNATURE,
-                    "batches": files, "reference": False, "weights": False}],
-    }
-    request_path = scratch / f"tf-{name}-t{threads}-request.json"
-    request_path.write_text(json.dumps(request, indent=1))
-    command = [str(args.tf_python), str(ROOT / "bench" / "tf_worker.py"), str(request_path)]
-    log.write(f"$ {' '.join(command)}\n")
-    log.flush()
-    with subprocess.Popen(command, stderr=subprocess.PIPE, stdout=log, text=True,
-                          cwd=ROOT) as proc:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            log.write(line)
-            if line.startswith("[worker]"):
-                progress(f"{line.rstrip()} (threads {threads})")
+class PacedTF:
+    """``tf_paced.py`` with one model loaded at one thread count: ``call(batch)`` makes one call
+    and returns its nanoseconds; ``close()`` ends it and returns its peak RSS in MiB."""
+
+    def __init__(self, name: str, model_dir: Path, files: dict[str, str], threads: int,
+                 args: argparse.Namespace, scratch: Path, log: Any) -> None:
+        request = {"dir": str(model_dir), "signature": SIGNATURE, "engine": args.tf_engine,
+                   "threads": threads, "batches": files}
+        request_path = scratch / f"tf-{name}-t{threads}.json"
+        request_path.write_text(json.dumps(request, indent=1))
+        command = [str(args.tf_python), str(ROOT / "bench" / "tf_paced.py"), str(request_path)]
+        log.write(f"$ {' '.join(command)}\n")
+        log.flush()
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=log, text=True, cwd=ROOT)
+        words = self._answer().split(maxsplit=2)
+        if words[:1] != ["ready"]:
+            self.close()
+            raise RuntimeError(" ".join(words) or f"tf_paced.py exited with {self.proc.poll()}")
+        self.load_ms, self.version = float(words[1]), words[2]
+
+    def _answer(self, line: str | None = None) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if line is not None:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        return self.proc.stdout.readline().strip()
+
+    def call(self, batch: int) -> int:
+        answer = self._answer(f"call {batch}")
+        if not answer.isdigit():
+            raise RuntimeError(f"tf_paced.py: {answer or 'exited'}; see "
+                               f"{CACHE.name}/convnet_tf_worker.log")
+        return int(answer)
+
+    def collect(self) -> None:
+        self._answer("collect")
+
+    def close(self) -> float:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
         # wait4 rather than wait: the child's own peak RSS comes with its exit status.
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    result = json.loads(result_path.read_text()) if result_path.exists() else {}
-    part = result.get("models", {}).get(name, {}).get(args.tf_engine, {})
-    out: dict[str, Any] = {"versions": result.get("versions", {}),
-                           "peak_rss_mib": usage.ru_maxrss / 1024, "cells": {}}
-    if "load_ms" in part:
-        out["load_ms"] = part["load_ms"]
-    failure = part.get("error")
-    if failure is None and proc.returncode != 0:
-        failure = f"worker exited with {proc.returncode}; see {CACHE.name}/convnet_tf_worker.log"
-    for batch in files:
-        stats = part.get("cells", {}).get(batch)
-        if stats is not None:
-            out["cells"][batch] = {"stats": stats}
-        else:
-            out["cells"][batch] = {"status": "n/a", "reason": failure or "no result"}
-    return out
+        _, status, usage = os.wait4(self.proc.pid, 0)
+        self.proc.returncode = os.waitstatus_to_exitcode(status)
+        return usage.ru_maxrss / 1024
 
 
 # -- our runtime (this process) ------------------------------------------------------------------
@@ -261,50 +262,88 @@ def load_ours(model_dir: Path, name: str) -> tuple[Any, dict[str, Any], bool]:
     return model, out, reset
 
 
-def run_ours(model: Any, out: dict[str, Any], cases: dict[int, Case], n: int, budget: Budget,
-             name: str) -> dict[str, Any]:
-    """Our cells at ``n`` threads, by ``batch/threads``; outputs checked into ``out['diff']``."""
-    cells: dict[str, Any] = {}
+# Between two calls: the other engine's threads go idle (TensorFlow's spin a while after a call).
+PAUSE_S = 0.002
+
+
+def run_pairs(model: Any, tf: PacedTF, inputs: Arrays, expected: Arrays, batch: int,
+              budget: Budget) -> tuple[Stats, Stats, float, float | str]:
+    """One cell's pairs: our stats, TensorFlow's, the median of the pairs' ratios, and the
+    largest |difference| of our first and last outputs from TensorFlow's recorded ones."""
+    # The check comes first and doubles as the first warm-up call; the last timed call's
+    # outputs are checked too (a race between threads may show in one only).
+    before = max_abs_diff(model.outputs(inputs), expected)
+    timed = KeepLast(model.run_call(inputs))
+    for _ in range(budget.warmup_calls):
+        timed()
+        tf.call(batch)
+    ours_ns: list[int] = []
+    tf_ns: list[int] = []
+    tf.collect()
+    gc.collect()
+    gc.disable()  # as timeit does: a collection would land on one engine's call
+    clock = time.perf_counter_ns
+    try:
+        start = time.perf_counter()
+        while True:
+            ours_first = len(ours_ns) % 2 == 1
+            for engine in ("ours", "tf") if ours_first else ("tf", "ours"):
+                time.sleep(PAUSE_S)
+                if engine == "tf":
+                    tf_ns.append(tf.call(batch))
+                else:
+                    t0 = clock()
+                    timed()
+                    ours_ns.append(clock() - t0)
+            elapsed = time.perf_counter() - start
+            if elapsed >= 2 * budget.seconds and len(ours_ns) >= budget.min_calls:
+                break
+            if elapsed >= 2 * budget.cap_seconds and len(ours_ns) >= budget.floor_calls:
+                break
+    finally:
+        gc.enable()
+    after = max_abs_diff(model.callable_outputs(timed.latest), expected)
+    ratio = float(np.median([a / b for a, b in zip(ours_ns, tf_ns, strict=True)]))
+    return summarize(ours_ns), summarize(tf_ns), ratio, worst_diff(before, after)
+
+
+def run_threads(name: str, model: Any, model_dir: Path, cases: dict[int, Case],
+                files: dict[str, str], n: int, args: argparse.Namespace, budget: Budget,
+                scratch: Path, log: Any, entry: dict[str, Any], mine: dict[str, Any]) -> None:
+    """Both engines' cells at ``n`` threads, into ``entry`` (TensorFlow's, the ratios) and
+    ``mine`` (ours, the output checks)."""
+    tf_part: dict[str, Any] = entry["tf"].setdefault(str(n), {"cells": {}})
+    try:
+        tf = PacedTF(name, model_dir, files, n, args, scratch, log)
+    except Exception as exc:  # noqa: BLE001 - reported in its cells
+        for batch in cases:
+            tf_part["cells"][str(batch)] = {"status": "n/a", "reason": short(exc)}
+        return
+    tf_part["load_ms"], tf_part["version"] = tf.load_ms, tf.version
     intra_op.set_threads(n)
-    for batch, (inputs, expected) in cases.items():
-        key = f"{batch}/{n}"
-        try:
-            # The check comes first and doubles as the first warm-up call; the last timed
-            # call's outputs are checked too (a race between threads may show in one only).
-            before = max_abs_diff(model.outputs(inputs), expected)
-            timed = KeepLast(model.run_call(inputs))
-            stats = measure(timed, budget)
-            after = max_abs_diff(model.callable_outputs(timed.latest), expected)
-            out["diff"][key] = worst_diff(out["diff"].get(key, 0.0), worst_diff(before, after))
-        except Exception as exc:  # noqa: BLE001 - reported in its cell
-            cells[key] = {"status": "error", "reason": short(exc)}
-            out.setdefault("trace", traceback.format_exc())
-            continue
-        cells[key] = {"stats": stats.as_dict()}
-        progress(f"[ours] {name} b={batch} threads {n}: {stats.median_us / 1000:.1f} ms")
-    intra_op.set_threads(1)
-    return cells
-
-
-def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """One cell from the same cell's rounds: the median of their medians and of their p90s
-    (an error in any round is the cell's)."""
-    failed = [c for c in rounds if "stats" not in c]
-    if failed:
-        return failed[0]
-    return {"stats": {q: float(np.median([c["stats"][q] for c in rounds]))
-                      for q in ("median_us", "p90_us")},
-            "rounds": [c["stats"] for c in rounds]}
-
-
-def paired_ratio(ours_rounds: list[dict[str, Any]], tf_rounds: list[dict[str, Any]]
-                 ) -> float | None:
-    """The median over rounds of ours / TF's median, each round's pair timed minutes apart at
-    most: the machine's speed drifts more than that between rounds."""
-    pairs = [a["stats"]["median_us"] / b["stats"]["median_us"]
-             for a, b in zip(ours_rounds, tf_rounds, strict=True)
-             if "stats" in a and "stats" in b]
-    return float(np.median(pairs)) if pairs else None
+    try:
+        for batch, (inputs, expected) in cases.items():
+            key = f"{batch}/{n}"
+            if model is None:
+                tf_part["cells"][str(batch)] = {"status": "-"}
+                continue
+            try:
+                ours_stats, tf_stats, ratio, diff = run_pairs(model, tf, inputs, expected, batch,
+                                                              budget)
+            except Exception as exc:  # noqa: BLE001 - reported in its cell
+                mine["cells"][key] = {"status": "error", "reason": short(exc)}
+                mine.setdefault("trace", traceback.format_exc())
+                continue
+            mine["cells"][key] = {"stats": ours_stats.as_dict()}
+            tf_part["cells"][str(batch)] = {"stats": tf_stats.as_dict()}
+            entry["ratio"][key] = ratio
+            mine["diff"][key] = diff
+            progress(f"{name} b={batch} threads {n}: graphserve "
+                     f"{ours_stats.median_us / 1000:.1f} ms, TF {tf_stats.median_us / 1000:.1f} "
+                     f"ms, ratio {ratio:.2f} ({ours_stats.calls} pairs)")
+    finally:
+        intra_op.set_threads(1)
+        tf_part["peak_rss_mib"] = tf.close()
 
 
 def worst_diff(a: float | str, b: float | str) -> float | str:
@@ -423,7 +462,7 @@ def environment(args: argparse.Namespace, budget: Budget,
         "blas_threads": {v: os.environ.get(v) for v in
                          ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
         "budget": dataclasses.asdict(budget),
-        "rounds": args.rounds,
+        "pause_s": PAUSE_S,
         "build_s": build_s,
     }
 
@@ -439,12 +478,12 @@ def header(env: dict[str, Any]) -> str:
         f"models: {BUILT_MODELS.relative_to(ROOT)} (make_bench_models.py: {env['build_s']:.1f} s)",
         (f"threads: TF intra-op = inter-op = n; graphserve: runtime.intra_op.set_threads(n), "
          f"OPENBLAS_NUM_THREADS={env['blas_threads']['OPENBLAS_NUM_THREADS']}"),
-        (f"cells: median/p90 ms per call after {b['warmup_calls']} warm-up calls, "
-         f"{b['seconds']} s and at least {b['min_calls']} calls (a slow cell stops after "
-         f"{b['cap_seconds']:.0f} s with at least {b['floor_calls']}), each the median over "
-         f"{env['rounds']} rounds, the engines' order alternating; ratio = the median of the "
-         "rounds' graphserve / TF medians; max|diff| against TF's recorded outputs (first and "
-         "last call of every round), max|TF out| their scale"),
+        (f"cells: median/p90 ms per call after {b['warmup_calls']} warm-up calls each, in "
+         f"pairs (TF's call and ours, alternating which goes first, {env['pause_s'] * 1000:.0f} "
+         f"ms apart) for {2 * b['seconds']:.0f} s and at least {b['min_calls']} pairs (a slow "
+         f"cell stops after {2 * b['cap_seconds']:.0f} s with at least {b['floor_calls']}); "
+         "ratio = the median of the pairs' graphserve / TF; max|diff| against TF's recorded "
+         "outputs (first and last call), max|TF out| their scale"),
     ])
 
 
@@ -477,37 +516,12 @@ def main(argv: list[str]) -> int:
                     "ratio": {},
                 }
                 model, mine, reset = load_ours(model_dir, name)
-                ours_rounds: dict[str, list[dict[str, Any]]] = {}
-                tf_rounds: dict[int, list[dict[str, Any]]] = {}
-                for round_index in range(args.rounds):
-                    for i, n in enumerate(args.threads):
-                        # Alternate which engine goes first, so a drift in the machine's
-                        # speed during the round weighs on both alike.
-                        tf_first = (round_index + i) % 2 == 0
-                        for engine in ("tf", "ours") if tf_first else ("ours", "tf"):
-                            if engine == "tf":
-                                tf_rounds.setdefault(n, []).append(
-                                    run_tf(name, model_dir, files, n, args, budget, scratch, log))
-                            elif model is not None:
-                                for key, cell in run_ours(model, mine, cases, n, budget,
-                                                          name).items():
-                                    ours_rounds.setdefault(key, []).append(cell)
-                for n, parts in tf_rounds.items():
-                    versions = versions or parts[0]["versions"]
-                    loads = [p["load_ms"] for p in parts if "load_ms" in p]
-                    entry["tf"][str(n)] = {
-                        "versions": parts[0]["versions"],
-                        "peak_rss_mib": max(p["peak_rss_mib"] for p in parts),
-                        "cells": {b: combine([p["cells"][b] for p in parts])
-                                  for b in files},
-                    }
-                    if loads:
-                        entry["tf"][str(n)]["load_ms"] = float(np.median(loads))
-                for key, cells in ours_rounds.items():
-                    mine["cells"][key] = combine(cells)
-                    batch, n = key.split("/")
-                    entry["ratio"][key] = paired_ratio(
-                        cells, [p["cells"][batch] for p in tf_rounds[int(n)]])
+                for n in args.threads:
+                    run_threads(name, model, model_dir, cases, files, n, args, budget, scratch,
+                                log, entry, mine)
+                    version = entry["tf"][str(n)].get("version")
+                    if version:
+                        versions = {"tensorflow": version}
                 mine["peak_rss_mib"] = peak_rss_mib(reset)
                 mine["peak_rss_scope"] = "model" if reset else "process"
                 del model
