@@ -87,7 +87,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tf-engine", choices=("tf2", "tf1"), default="tf2",
                         help="tf2: eager signature call; tf1: session (TF Serving's path)")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 0.5 s and at least 3 calls per cell, 1 warm-up call")
+                        help="smoke run: pairs for 1 s and at least 3 per cell, 1 warm-up call")
     parser.add_argument("--tf-python", type=Path, default=TF_PY)
     parser.add_argument("--json", type=Path, help="write the raw numbers here")
     args = parser.parse_args(argv)
