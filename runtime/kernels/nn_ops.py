@@ -17,6 +17,7 @@ from runtime.kernels import (  # noqa: F401 - imported for their kernel registra
     nn_ops_matmul,
     nn_ops_norm,
     nn_ops_pool,
+    nn_ops_separable,
 )
 from runtime.kernels.math_ops import channel_kernel
 from runtime.kernels.math_ops_common import Kernel, Tensor, type_attr

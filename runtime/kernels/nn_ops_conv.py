@@ -167,7 +167,7 @@ def _conv_plan(attrs: ConvAttrs, op: str, x_shape: tuple[int, ...], f_shape: tup
 ConvCore = Callable[[np.ndarray, np.ndarray, "np.ndarray | None", Activation], np.ndarray]
 
 
-def _conv_core(node: NodeContext, attrs: ConvAttrs) -> ConvCore:
+def conv_core(node: NodeContext, attrs: ConvAttrs) -> ConvCore:
     op = node.op
     plans: _Plans[_ConvPlan] = _Plans(lambda *key: _conv_plan(attrs, op, *key))
     weights = Derived()
@@ -213,7 +213,7 @@ def _depthwise_plan(attrs: ConvAttrs, op: str, x_shape: tuple[int, ...],
     return _DepthwisePlan(dtype, choose_depthwise(shape))
 
 
-def _depthwise_core(node: NodeContext, attrs: ConvAttrs) -> ConvCore:
+def depthwise_core(node: NodeContext, attrs: ConvAttrs) -> ConvCore:
     op = node.op
     plans: _Plans[_DepthwisePlan] = _Plans(lambda *key: _depthwise_plan(attrs, op, *key))
     weights = Derived()
@@ -258,15 +258,15 @@ def _nhwc_kernel(node: NodeContext, core_factory: CoreFactory) -> Kernel:
 
 @kernel("Conv2D")
 def conv2d(node: NodeContext) -> Kernel:
-    return _nhwc_kernel(node, _conv_core)
+    return _nhwc_kernel(node, conv_core)
 
 
 @kernel("DepthwiseConv2dNative")
 def depthwise_conv2d(node: NodeContext) -> Kernel:
-    return _nhwc_kernel(node, _depthwise_core)
+    return _nhwc_kernel(node, depthwise_core)
 
 
-def _activation(name: str, leakyrelu_alpha: float) -> Activation:
+def block_activation(name: str, leakyrelu_alpha: float) -> Activation:
     """The in-place activation a convolution applies as it writes its output (None: none)."""
     if not name:
         return None
@@ -310,11 +310,11 @@ def _fused_kernel(node: NodeContext, core_factory: CoreFactory, epilogue: Epilog
     # BiasAdd, then nothing or an activation: the convolution does both as it stores each
     # block of its result.
     direct = epilogue.bias_then is not None
-    activation = _activation(epilogue.bias_then or "", alpha)
+    activation = block_activation(epilogue.bias_then or "", alpha)
     # BiasAdd, Add (a residual connection) and nothing or an activation: the same, with the side
     # input's block added first, when it has the output's shape (else it broadcasts, after).
     adding = blocks_add_side_input and epilogue.bias_add_then is not None and attrs.nhwc
-    add_activation = _activation(epilogue.bias_add_then or "", alpha)
+    add_activation = block_activation(epilogue.bias_add_then or "", alpha)
 
     def fits(x: np.ndarray, f: np.ndarray, side: np.ndarray) -> bool:
         """Whether ``side`` has the shape of a one-group convolution's output."""
@@ -356,12 +356,12 @@ def fused_conv2d(node: NodeContext) -> Kernel:
     if node.attr("filter_format", "HWIO") != "HWIO":
         raise InvalidArgumentError("_FusedConv2D: filter_format must be HWIO on CPU",
                                    node=node.name, op=node.op)
-    return _fused_kernel(node, _conv_core, build_epilogue(node), blocks_add_side_input=True)
+    return _fused_kernel(node, conv_core, build_epilogue(node), blocks_add_side_input=True)
 
 
 @kernel("_FusedDepthwiseConv2dNative")
 def fused_depthwise_conv2d(node: NodeContext) -> Kernel:
-    return _fused_kernel(node, _depthwise_core, build_epilogue(node))
+    return _fused_kernel(node, depthwise_core, build_epilogue(node))
 
 
 # --- Conv2DBackpropInput (transposed convolution) ----------------------------------------------

@@ -234,25 +234,26 @@ class DepthwiseTaps:
                                  column_step=step * dw // sw, count=len(range(j, s.kw, step)))
                        for j in range(min(step, s.kw))]
         self.macs = s.n * oh * ow * s.c * (s.kh * s.kw + 1)
-        self._chunks: dict[int, _Chunks] = {}  # by threads
+        self._chunks: dict[tuple[int, bool], _Chunks] = {}  # by threads and spreading
 
-    def _chunking(self, threads: int) -> _Chunks:
+    def chunking(self, threads: int, spread: bool | None = None) -> _Chunks:
         """Chunks of output rows: about ``_TAPS_CHUNK_BYTES`` each, at least one per thread when
-        the work is worth spreading, and an image's all of the same size (give or take a
-        row), so that the threads finish together."""
-        chunking = self._chunks.get(threads)
+        the work is spread (by default: when it is worth it), and an image's all of the same
+        size (give or take a row), so that the threads finish together."""
+        spread = worth_threads(self.macs) if spread is None else spread
+        chunking = self._chunks.get((threads, spread))
         if chunking is None:
             s = self.shape
             oh, ow = s.rows.out, s.cols.out
             rows = max(1, min(oh, _TAPS_CHUNK_BYTES // max(ow * s.c * s.dtype.itemsize, 1)))
             per_image = -(-oh // rows)
-            if worth_threads(self.macs) and s.n * per_image < threads:
+            if spread and s.n * per_image < threads:
                 per_image = min(oh, -(-threads // s.n))
             rows = -(-oh // max(per_image, 1)) if oh else 1
             chunks = [(b, r0, min(oh, r0 + rows)) for b in range(s.n)
                       for r0 in range(0, oh, rows)]
             span = (rows - 1) * s.strides[0] + (s.kh - 1) * s.dilations[0] + 1
-            chunking = self._chunks[threads] = _Chunks(
+            chunking = self._chunks[(threads, spread)] = _Chunks(
                 chunks, rows, Key(("depthwise-taps-tmp", s, rows)),
                 Key(("depthwise-taps-window", s, span)))
         return chunking
@@ -292,34 +293,43 @@ class DepthwiseTaps:
             rows[top:bottom, phase, column:column + part.shape[1]] = part
         return rows
 
-    def __call__(self, x: np.ndarray, weights: Weights, activation: Activation) -> np.ndarray:
+    def sums_into(self, x: np.ndarray, taps: np.ndarray, cut: _Chunks, index: int,
+                  o: np.ndarray) -> None:
+        """Chunk ``index``'s sums over the taps, bias not added, into ``o`` ([rows, ow * C]);
+        ``x`` C-contiguous, ``taps`` as ``prepare`` made them."""
         s = self.shape
-        taps, bias = weights
-        x = np.ascontiguousarray(x)
-        out = np.empty(s.out_shape, s.dtype)
+        b, r0, r1 = cut.chunks[index]
+        rows = r1 - r0
         sh, dh = s.strides[0], s.dilations[0]
         c = s.c
         phase_w = self.phase_w if self.copy_in else s.w
         row = (s.strides[1] if self.copy_in else 1) * phase_w * c  # one padded input row
         width = s.cols.out * c
-        cut = self._chunking(threads())
+        src = self._rows(x, cut, b, r0, r1)
+        for number, group in enumerate(self.groups):
+            windows = view(src, (s.kh, group.count, rows, width),
+                           (dh * row, group.column_step * c, sh * row, 1),
+                           (group.phase * phase_w + group.column) * c)
+            group_taps = taps[:, group.first::group.step]
+            if number == 0:
+                np.einsum("ijrw,ijw->rw", windows, group_taps, out=o)
+            else:
+                t = scratch(cut.key, lambda: _Padded((cut.rows, width), s.dtype)).values
+                np.einsum("ijrw,ijw->rw", windows, group_taps, out=t[:rows])
+                np.add(o, t[:rows], out=o)
+
+    def __call__(self, x: np.ndarray, weights: Weights, activation: Activation) -> np.ndarray:
+        s = self.shape
+        taps, bias = weights
+        x = np.ascontiguousarray(x)
+        out = np.empty(s.out_shape, s.dtype)
+        width = s.cols.out * s.c
+        cut = self.chunking(threads())
 
         def chunk(index: int) -> None:
             b, r0, r1 = cut.chunks[index]
-            rows = r1 - r0
-            o = out[b, r0:r1].reshape(rows, width)
-            src = self._rows(x, cut, b, r0, r1)
-            for number, group in enumerate(self.groups):
-                windows = view(src, (s.kh, group.count, rows, width),
-                               (dh * row, group.column_step * c, sh * row, 1),
-                               (group.phase * phase_w + group.column) * c)
-                group_taps = taps[:, group.first::group.step]
-                if number == 0:
-                    np.einsum("ijrw,ijw->rw", windows, group_taps, out=o)
-                else:
-                    t = scratch(cut.key, lambda: _Padded((cut.rows, width), s.dtype)).values
-                    np.einsum("ijrw,ijw->rw", windows, group_taps, out=t[:rows])
-                    np.add(o, t[:rows], out=o)
+            o = out[b, r0:r1].reshape(r1 - r0, width)
+            self.sums_into(x, taps, cut, index, o)
             if bias is not None:
                 np.add(o, bias, out=o)
             if activation is not None:

@@ -53,6 +53,14 @@ define("_FusedConv2DBackpropInput", inputs="input_sizes, filter, out_backprop, a
        attrs={**_CONV, "use_cudnn_on_gpu": True, "fused_ops": [], "epsilon": _EPSILON,
               "leakyrelu_alpha": _ALPHA})
 
+# This runtime's own: a depthwise convolution (strides, padding and dilations are its) and the
+# 1x1 convolution that reads it, each with its BiasAdd and activation, computed a chunk of rows
+# at a time; ``runtime.optimize.separable`` forms it.
+define("_FusedSeparableConv2D",
+       inputs="input, depthwise_filter, depthwise_args*num_depthwise_args, filter, args*num_args",
+       outputs="output",
+       attrs={**_CONV, "depthwise_fused_ops": [], "fused_ops": [], "leakyrelu_alpha": _ALPHA})
+
 # --- pooling ---------------------------------------------------------------------------------
 define("MaxPool", inputs="input", outputs="output",
        attrs={"T": _F32, "explicit_paddings": [], "data_format": "NHWC"})

@@ -26,6 +26,7 @@ from runtime.optimize.pad_into_conv import fold_pads_into_convs
 from runtime.optimize.prune import prune_to_protected
 from runtime.optimize.repeat import fuse_repeats
 from runtime.optimize.reshape import reshape_by_template
+from runtime.optimize.separable import fuse_separable_convs
 from runtime.optimize.split_bias import move_bias_before_split
 from runtime.optimize.tensordot import simplify_tensordot
 from runtime.resources import ResourceManager
@@ -38,7 +39,8 @@ from runtime.resources import ResourceManager
 # affine folding leaves (a batch norm after an activation) then moves past a max pool and into the
 # next linear op's weights where it can, leaving that op a bias that a second round of affine
 # folding merges with its own. Zero pads fold into the convolutions after that (input affine
-# folding needs a convolution that reads no padding); fusion runs last, on the smallest graph.
+# folding needs a convolution that reads no padding); fusion runs last, on the smallest graph,
+# and a fused depthwise convolution then joins the 1x1 convolution that reads it.
 # The tensordot and repeat rewrites read the shape subgraphs that the reshape rewrite removes, so
 # they go first. Control-flow bodies are specialised and
 # optimized with these same passes: once before freezing (binding variable handles, so that
@@ -65,6 +67,7 @@ DEFAULT_PASSES: tuple[tuple[str, Pass], ...] = (
     ("fuse_layer_norm", fuse_layer_norm),
     ("fold_pads_into_convs", fold_pads_into_convs),
     ("fuse_patterns", fuse_patterns),
+    ("fuse_separable_convs", fuse_separable_convs),
     ("prune_again", prune_to_protected),
 )
 

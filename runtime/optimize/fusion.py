@@ -24,6 +24,9 @@ Extensions of TensorFlow's own remapping:
   runtime's ``_FusedConv2DBackpropInput``;
 - a residual ``Add`` after a convolution's bias fuses whatever the other tensor's shape (the
   kernel adds it block by block when it has the output's shape, and broadcasts it otherwise).
+
+After these rules, ``runtime.optimize.separable`` joins a depthwise convolution to the 1x1
+convolution that reads it (``_FusedSeparableConv2D``).
 """
 
 from __future__ import annotations
