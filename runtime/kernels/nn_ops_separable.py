@@ -22,7 +22,7 @@ from runtime.intra_op import run_blocks, threads, worth_threads
 from runtime.kernels.math_ops_common import FLOAT32, Kernel
 from runtime.kernels.nn_ops_common import Derived, Key, scratch
 from runtime.kernels.nn_ops_conv import ConvAttrs, block_activation, conv_core, depthwise_core
-from runtime.kernels.nn_ops_conv_gemm import Activation, add_bias_
+from runtime.kernels.nn_ops_conv_gemm import Activation, add_bias_, block_rows
 from runtime.kernels.nn_ops_depthwise import DepthwiseShape, DepthwiseTaps, choose_depthwise
 from runtime.kernels.nn_ops_fused import bias_arg
 from runtime.kernels.registry import NodeContext, kernel
@@ -83,6 +83,11 @@ def fused_separable_conv2d(node: NodeContext) -> Kernel:
 
     expected = 1 + int(depthwise_bias) + int(pointwise_bias)
 
+    def apart(x: np.ndarray, fd: np.ndarray, bd: np.ndarray | None, fp: np.ndarray,
+              bp: np.ndarray | None) -> np.ndarray:
+        middle = depthwise(x, fd, bd, depthwise_activation).astype(x.dtype, copy=False)
+        return pointwise(middle, fp, bp, pointwise_activation).astype(x.dtype, copy=False)
+
     def run(x: np.ndarray, fd: np.ndarray, *rest: np.ndarray) -> np.ndarray:
         if len(rest) != expected:
             raise InvalidArgumentError(f"{node.op}: expected {expected + 2} inputs, got "
@@ -94,9 +99,7 @@ def fused_separable_conv2d(node: NodeContext) -> Kernel:
         algorithm = (chunked(x.shape, fd.shape, fp.shape)
                      if all(a.dtype == FLOAT32 for a in arrays) else None)
         if algorithm is None:
-            middle = depthwise(x, fd, bd, depthwise_activation).astype(x.dtype, copy=False)
-            y = pointwise(middle, fp, bp, pointwise_activation)
-            return y.astype(x.dtype, copy=False)
+            return apart(x, fd, bd, fp, bp)
         s = algorithm.shape
         o = fp.shape[3]
         if bd is not None:
@@ -107,8 +110,9 @@ def fused_separable_conv2d(node: NodeContext) -> Kernel:
             (fd,) if bd is None else (fd, bd), algorithm.filter_key,
             lambda: algorithm.prepare(fd, bd))
         matrix = matrices.get((fp,), "matrix", lambda: np.ascontiguousarray(fp.reshape(s.c, o)))
-        return _separable(algorithm, np.ascontiguousarray(x), taps, tiled_bias,
-                          depthwise_activation, matrix, bp, pointwise_activation)
+        y = _separable(algorithm, np.ascontiguousarray(x), taps, tiled_bias,
+                       depthwise_activation, matrix, bp, pointwise_activation)
+        return apart(x, fd, bd, fp, bp) if y is None else y
 
     return run
 
@@ -117,6 +121,9 @@ def fused_separable_conv2d(node: NodeContext) -> Kernel:
 # for every product (as ``nn_ops_conv_gemm._BLOCK_ROWS`` says), and Xception's 19x19 maps cut in
 # two chunks made its pairs 2% slower than the two kernels apart.
 _PRODUCT_ROWS = 512
+# Spread groups may differ this much from the mean (odd row counts cannot be halved): Xception's
+# 19 rows in 10 + 9 made its pairs 2.4% slower on two threads than the two kernels apart.
+_MOST_UNEVEN = 1.02
 
 
 def product_runs(chunks: list[tuple[int, int, int]], ow: int, threads: int,
@@ -135,19 +142,25 @@ def product_runs(chunks: list[tuple[int, int, int]], ow: int, threads: int,
 def _separable(algorithm: DepthwiseTaps, x: np.ndarray, taps: np.ndarray,
                tiled_bias: np.ndarray | None, depthwise_activation: Activation,
                matrix: np.ndarray, bias: np.ndarray | None,
-               activation: Activation) -> np.ndarray:
+               activation: Activation) -> np.ndarray | None:
+    """The pair a group of chunks at a time, or None when the groups would leave the threads
+    unevenly loaded (the 1x1 convolution alone shares its rows evenly)."""
     s = algorithm.shape
     oh, ow = s.rows.out, s.cols.out
     c, o = matrix.shape
-    out = np.empty((s.n, oh, ow, o), FLOAT32)
-    flat = out.reshape(-1, o)
     # Spread when either convolution alone would have been.
     spread = worth_threads(max(algorithm.macs, s.n * oh * ow * c * o))
     cut = algorithm.chunking(threads(), spread)
     groups = product_runs(cut.chunks, ow, threads(), spread)
-    most = max(sum(cut.chunks[i][2] - cut.chunks[i][1] for i in range(a, b)) for a, b in groups)
+    sizes = [sum(cut.chunks[i][2] - cut.chunks[i][1] for i in range(a, b)) for a, b in groups]
+    most = max(sizes)
+    if spread and most * len(sizes) > _MOST_UNEVEN * sum(sizes):
+        return None
+    out = np.empty((s.n, oh, ow, o), FLOAT32)
+    flat = out.reshape(-1, o)
     key = Key(("separable-rows", s, most))
     width = ow * c
+    step = block_rows(c, o)
 
     def group(index: int) -> None:
         """The chunks of run ``index``: their depthwise rows one under the other, then one
@@ -167,11 +180,15 @@ def _separable(algorithm: DepthwiseTaps, x: np.ndarray, taps: np.ndarray,
             depthwise_activation(part)
         b, r0, _ = cut.chunks[start]
         first = (b * oh + r0) * ow
-        target = flat[first:first + rows * ow]
-        np.matmul(part.reshape(rows * ow, c), matrix, out=target)
-        add_bias_(target, bias)
-        if activation is not None:
-            activation(target)
+        pixels = part.reshape(rows * ow, c)
+        # In blocks, as the 1x1 convolution alone takes them: each block's bias and activation
+        # while it is in cache.
+        for row in range(0, rows * ow, step):
+            target = flat[first + row:first + min(row + step, rows * ow)]
+            np.matmul(pixels[row:row + step], matrix, out=target)
+            add_bias_(target, bias)
+            if activation is not None:
+                activation(target)
 
     if spread and len(groups) > 1:
         run_blocks(group, len(groups))
