@@ -6,8 +6,9 @@ kernels apart. Here each chunk of the depthwise output's rows (``DepthwiseTaps.s
 multiplied by the pointwise filter while it is still in cache, on the thread that made it: the
 depthwise output never goes to memory, and threads inside a run take one hand-off for the pair
 instead of one each. The two steps keep their own BiasAdd and activation. A call that the chunked
-way does not cover (another depthwise algorithm, another dtype, an empty output) runs the two
-convolutions one after the other, with the kernels' own checks and messages.
+way does not cover (another depthwise algorithm, another dtype, an empty output, or chunks that
+cannot be shared evenly over the threads) runs the two convolutions one after the other, with
+the kernels' own checks and messages.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ _MOST_UNEVEN = 1.02
 
 
 def product_runs(chunks: list[tuple[int, int, int]], ow: int, threads: int,
-            spread: bool) -> list[tuple[int, int]]:
+                 spread: bool) -> list[tuple[int, int]]:
     """Runs [first, end) of consecutive chunks, one product each: enough chunks for
     ``_PRODUCT_ROWS`` rows where there are chunks enough, and when spread a multiple of the
     threads (as even as the chunks allow), so that the threads finish together."""
@@ -163,8 +164,8 @@ def _separable(algorithm: DepthwiseTaps, x: np.ndarray, taps: np.ndarray,
     step = block_rows(c, o)
 
     def group(index: int) -> None:
-        """The chunks of run ``index``: their depthwise rows one under the other, then one
-        product for all of them (consecutive chunks are consecutive output rows)."""
+        """The chunks of run ``index``: their depthwise rows one under the other, then the 1x1
+        product of all of them (consecutive chunks are consecutive output rows)."""
         start, end = groups[index]
         middle = scratch(key, lambda: _Rows(most, width)).values
         rows = 0
