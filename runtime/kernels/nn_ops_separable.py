@@ -122,8 +122,10 @@ def fused_separable_conv2d(node: NodeContext) -> Kernel:
 # for every product (as ``nn_ops_conv_gemm._BLOCK_ROWS`` says), and Xception's 19x19 maps cut in
 # two chunks made its pairs 2% slower than the two kernels apart.
 _PRODUCT_ROWS = 512
-# Spread groups may differ this much from the mean (odd row counts cannot be halved): Xception's
-# 19 rows in 10 + 9 made its pairs 2.4% slower on two threads than the two kernels apart.
+# Spread groups may differ this much from the mean when there are fewer than two a thread (odd
+# row counts cannot be halved): Xception's 19 rows in 10 + 9 made its pairs 2.4% slower on two
+# threads than the two kernels apart. With more groups, handing them out one at a time evens
+# the threads' shares out.
 _MOST_UNEVEN = 1.02
 
 
@@ -144,7 +146,7 @@ def _separable(algorithm: DepthwiseTaps, x: np.ndarray, taps: np.ndarray,
                tiled_bias: np.ndarray | None, depthwise_activation: Activation,
                matrix: np.ndarray, bias: np.ndarray | None,
                activation: Activation) -> np.ndarray | None:
-    """The pair a group of chunks at a time, or None when the groups would leave the threads
+    """The pair a group of chunks at a time, or None when too few groups would leave the threads
     unevenly loaded (the 1x1 convolution alone shares its rows evenly)."""
     s = algorithm.shape
     oh, ow = s.rows.out, s.cols.out
@@ -155,7 +157,8 @@ def _separable(algorithm: DepthwiseTaps, x: np.ndarray, taps: np.ndarray,
     groups = product_runs(cut.chunks, ow, threads(), spread)
     sizes = [sum(cut.chunks[i][2] - cut.chunks[i][1] for i in range(a, b)) for a, b in groups]
     most = max(sizes)
-    if spread and most * len(sizes) > _MOST_UNEVEN * sum(sizes):
+    if (spread and len(sizes) < 2 * threads()
+            and most * len(sizes) > _MOST_UNEVEN * sum(sizes)):
         return None
     out = np.empty((s.n, oh, ow, o), FLOAT32)
     flat = out.reshape(-1, o)
