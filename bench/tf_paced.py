@@ -33,6 +33,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.tf_worker import tf1_session, tf2_call
+
 Call = Callable[[], object]
 
 
@@ -44,25 +49,12 @@ def _inputs(path: str) -> dict[str, np.ndarray]:
 def _tf2(tf: Any, request: dict[str, Any], batches: dict[str, dict[str, np.ndarray]]
          ) -> dict[str, Call]:
     fn = tf.saved_model.load(request["dir"]).signatures[request["signature"]]
-    calls: dict[str, Call] = {}
-    for batch, arrays in batches.items():
-        def call(arrays: dict[str, np.ndarray] = arrays) -> object:
-            result = fn(**{a: tf.constant(v) for a, v in arrays.items()})
-            return {k: v.numpy() for k, v in result.items()}
-
-        calls[batch] = call
-    return calls
+    return {batch: tf2_call(tf, fn, arrays) for batch, arrays in batches.items()}
 
 
 def _tf1(tf: Any, request: dict[str, Any], batches: dict[str, dict[str, np.ndarray]]
          ) -> dict[str, Call]:
-    threads = int(request["threads"])
-    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads,
-                                      inter_op_parallelism_threads=threads)
-    graph = tf.Graph()
-    with graph.as_default():
-        sess = tf.compat.v1.Session(graph=graph, config=config)
-        meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], request["dir"])
+    sess, meta = tf1_session(tf, request["dir"], int(request["threads"]))
     sig = meta.signature_def[request["signature"]]
     fetches = [info.name for info in sig.outputs.values()]
     calls: dict[str, Call] = {}

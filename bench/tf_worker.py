@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,29 @@ def load_batches(files: dict[str, str]) -> dict[int, dict[str, np.ndarray]]:
 def save_outputs(path: Path, outputs: dict[str, np.ndarray]) -> str:
     np.savez(path, **{alias: storable(v) for alias, v in outputs.items()})
     return str(path)
+
+
+def tf1_session(tf: Any, model_dir: str, threads: int) -> tuple[Any, Any]:
+    """A ``Session`` (intra-op and inter-op parallelism ``threads``) with the SavedModel's
+    serve graph loaded, and its meta graph: TensorFlow Serving's path."""
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads,
+                                      inter_op_parallelism_threads=threads)
+    graph = tf.Graph()
+    with graph.as_default():
+        sess = tf.compat.v1.Session(graph=graph, config=config)
+        meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], model_dir)
+    return sess, meta
+
+
+def tf2_call(tf: Any, fn: Any, arrays: dict[str, np.ndarray]
+             ) -> Callable[[], dict[str, np.ndarray]]:
+    """A call of the loaded signature ``fn`` on ``arrays``: numpy in, numpy out, like the other
+    engines."""
+    def call() -> dict[str, np.ndarray]:
+        result = fn(**{a: tf.constant(v) for a, v in arrays.items()})
+        return {k: v.numpy() for k, v in result.items()}
+
+    return call
 
 
 class Worker:
@@ -127,19 +151,11 @@ class Worker:
         batches: dict[int, dict[str, np.ndarray]],
         reference: dict[int, dict[str, np.ndarray]],
     ) -> dict[str, Any]:
-        tf = self.tf
-        config = tf.compat.v1.ConfigProto(
-            intra_op_parallelism_threads=self.threads,
-            inter_op_parallelism_threads=self.threads,
-        )
         self.result["threads"]["tf1"] = {
             "intra_op": self.threads, "inter_op": self.threads
         }
-        graph = tf.Graph()
         start = time.perf_counter()
-        with graph.as_default():
-            sess = tf.compat.v1.Session(graph=graph, config=config)
-            meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], model["dir"])
+        sess, meta = tf1_session(self.tf, model["dir"], self.threads)
         load_ms = (time.perf_counter() - start) * 1000
         sig = meta.signature_def[model["signature"]]
         feed_names = {alias: info.name for alias, info in sig.inputs.items()}
@@ -184,11 +200,7 @@ class Worker:
         out: dict[str, Any] = {"load_ms": load_ms, "cells": {}, "diff": {}}
 
         for batch, arrays in batches.items():
-            def call(arrays: dict[str, np.ndarray] = arrays) -> dict[str, np.ndarray]:
-                # Numpy in, numpy out, like the other engines.
-                result = fn(**{a: tf.constant(v) for a, v in arrays.items()})
-                return {k: v.numpy() for k, v in result.items()}
-
+            call = tf2_call(tf, fn, arrays)
             if batch in reference:
                 out["diff"][str(batch)] = max_abs_diff(call(), reference[batch])
             stats = measure(call, self.budget)

@@ -181,7 +181,7 @@ class _TapGroup:
 
 
 @dataclass(frozen=True)
-class _Chunks:
+class Chunks:
     """DepthwiseTaps' chunks for one number of threads: (image, first row, end row) each, the
     rows of the largest, and the scratch keys of its sum and of its padded input rows."""
 
@@ -234,9 +234,9 @@ class DepthwiseTaps:
                                  column_step=step * dw // sw, count=len(range(j, s.kw, step)))
                        for j in range(min(step, s.kw))]
         self.macs = s.n * oh * ow * s.c * (s.kh * s.kw + 1)
-        self._chunks: dict[tuple[int, bool], _Chunks] = {}  # by threads and spreading
+        self._chunks: dict[tuple[int, bool], Chunks] = {}  # by threads and spreading
 
-    def chunking(self, threads: int, spread: bool | None = None) -> _Chunks:
+    def chunking(self, threads: int, spread: bool | None = None) -> Chunks:
         """Chunks of output rows: about ``_TAPS_CHUNK_BYTES`` each, at least one per thread when
         the work is spread (by default: when it is worth it), and an image's all of the same
         size (give or take a row), so that the threads finish together."""
@@ -253,7 +253,7 @@ class DepthwiseTaps:
             chunks = [(b, r0, min(oh, r0 + rows)) for b in range(s.n)
                       for r0 in range(0, oh, rows)]
             span = (rows - 1) * s.strides[0] + (s.kh - 1) * s.dilations[0] + 1
-            chunking = self._chunks[(threads, spread)] = _Chunks(
+            chunking = self._chunks[(threads, spread)] = Chunks(
                 chunks, rows, Key(("depthwise-taps-tmp", s, rows)),
                 Key(("depthwise-taps-window", s, span)))
         return chunking
@@ -266,7 +266,7 @@ class DepthwiseTaps:
         tiled_bias = None if bias is None else np.tile(bias, ow)
         return np.ascontiguousarray(np.tile(taps, (1, 1, ow))), tiled_bias
 
-    def _rows(self, x: np.ndarray, cut: _Chunks, b: int, r0: int, r1: int) -> np.ndarray:
+    def _rows(self, x: np.ndarray, cut: Chunks, b: int, r0: int, r1: int) -> np.ndarray:
         """The padded input rows that output rows [r0, r1) of image ``b`` read, as
         [rows, phase, phase column, C]: a view of ``x`` when no padding or phase is needed,
         else copied into this thread's buffer (padding cells zero)."""
@@ -293,7 +293,7 @@ class DepthwiseTaps:
             rows[top:bottom, phase, column:column + part.shape[1]] = part
         return rows
 
-    def sums_into(self, x: np.ndarray, taps: np.ndarray, cut: _Chunks, index: int,
+    def sums_into(self, x: np.ndarray, taps: np.ndarray, cut: Chunks, index: int,
                   o: np.ndarray) -> None:
         """Chunk ``index``'s sums over the taps, bias not added, into ``o`` ([rows, ow * C]);
         ``x`` C-contiguous, ``taps`` as ``prepare`` made them."""

@@ -15,16 +15,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
 from runtime.errors import InvalidArgumentError, UnimplementedError
-from runtime.intra_op import run_blocks, threads, worth_threads
+from runtime.intra_op import PARALLEL_MIN_MACS, run_blocks, threads
 from runtime.kernels.math_ops_common import FLOAT32, Kernel
 from runtime.kernels.nn_ops_common import Derived, Key, scratch
 from runtime.kernels.nn_ops_conv import ConvAttrs, block_activation, conv_core, depthwise_core
 from runtime.kernels.nn_ops_conv_gemm import Activation, add_bias_, block_rows
-from runtime.kernels.nn_ops_depthwise import DepthwiseShape, DepthwiseTaps, choose_depthwise
+from runtime.kernels.nn_ops_depthwise import (
+    Chunks,
+    DepthwiseShape,
+    DepthwiseTaps,
+    choose_depthwise,
+)
 from runtime.kernels.nn_ops_fused import bias_arg
 from runtime.kernels.registry import NodeContext, kernel
 
@@ -142,24 +148,46 @@ def product_runs(chunks: list[tuple[int, int, int]], ow: int, threads: int,
     return [(bounds[i], bounds[i + 1]) for i in range(count)]
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """How a call at one thread count is cut: the depthwise chunks, their runs (one product
+    each) and the rows of the largest run; whether the runs go to the threads."""
+
+    spread: bool
+    cut: Chunks
+    groups: list[tuple[int, int]]
+    most: int
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(algorithm: DepthwiseTaps, threads: int, o: int) -> _Layout | None:
+    """The layout, or None when too few runs would leave the threads unevenly loaded (the 1x1
+    convolution alone shares its rows evenly)."""
+    s = algorithm.shape
+    oh, ow = s.rows.out, s.cols.out
+    # Spread when either convolution alone would have been.
+    spread = threads > 1 and max(algorithm.macs, s.n * oh * ow * s.c * o) >= PARALLEL_MIN_MACS
+    cut = algorithm.chunking(threads, spread)
+    groups = product_runs(cut.chunks, ow, threads, spread)
+    sizes = [sum(cut.chunks[i][2] - cut.chunks[i][1] for i in range(a, b)) for a, b in groups]
+    most = max(sizes)
+    if spread and len(sizes) < 2 * threads and most * len(sizes) > _MOST_UNEVEN * sum(sizes):
+        return None
+    return _Layout(spread, cut, groups, most)
+
+
 def _separable(algorithm: DepthwiseTaps, x: np.ndarray, taps: np.ndarray,
                tiled_bias: np.ndarray | None, depthwise_activation: Activation,
                matrix: np.ndarray, bias: np.ndarray | None,
                activation: Activation) -> np.ndarray | None:
-    """The pair a group of chunks at a time, or None when too few groups would leave the threads
-    unevenly loaded (the 1x1 convolution alone shares its rows evenly)."""
+    """The pair a run of chunks at a time, or None when ``_layout`` says to run it apart."""
     s = algorithm.shape
     oh, ow = s.rows.out, s.cols.out
     c, o = matrix.shape
-    # Spread when either convolution alone would have been.
-    spread = worth_threads(max(algorithm.macs, s.n * oh * ow * c * o))
-    cut = algorithm.chunking(threads(), spread)
-    groups = product_runs(cut.chunks, ow, threads(), spread)
-    sizes = [sum(cut.chunks[i][2] - cut.chunks[i][1] for i in range(a, b)) for a, b in groups]
-    most = max(sizes)
-    if (spread and len(sizes) < 2 * threads()
-            and most * len(sizes) > _MOST_UNEVEN * sum(sizes)):
+    layout = _layout(algorithm, threads(), o)
+    if layout is None:
         return None
+    spread, cut, groups, most = layout.spread, layout.cut, layout.groups, layout.most
     out = np.empty((s.n, oh, ow, o), FLOAT32)
     flat = out.reshape(-1, o)
     key = Key(("separable-rows", s, most))

@@ -317,7 +317,9 @@ def _fused_node(rule: FusionRule, found: _Match, post_refs: list[TensorRef]) -> 
                 base.device)
 
 
-def _kernel_accepts(node: Node) -> bool:
+def kernel_accepts(node: Node) -> bool:
+    """Whether the kernel registered for ``node``'s op builds with its attrs (a fused combination
+    it does not support stays unfused)."""
     factory = KERNELS.lookup(node.op)
     if factory is None:
         return False
@@ -367,7 +369,7 @@ def fuse_patterns(graph: Graph, context: PassContext) -> Graph:
                 made.append(_vector_const(name, arg, step.device))
                 post_refs.append(TensorRef(name))
             fused = _fused_node(rule, found, post_refs)
-            if not _kernel_accepts(fused):
+            if not kernel_accepts(fused):
                 taken.difference_update(n.name for n in made)
                 continue
             new_constants += made

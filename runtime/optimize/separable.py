@@ -17,9 +17,10 @@ from typing import Any
 
 from runtime.dtypes import DataType
 from runtime.graph import Graph, Node
-from runtime.kernels import KERNELS, NodeContext, load_all_kernels
+from runtime.kernels import load_all_kernels
 from runtime.kernels.nn_ops_depthwise import TAPS_MIN_CHANNELS
 from runtime.optimize.context import PassContext, const_value, readers_of
+from runtime.optimize.fusion import kernel_accepts
 
 _DEPTHWISE = frozenset({"DepthwiseConv2dNative", "_FusedDepthwiseConv2dNative"})
 _POINTWISE = frozenset({"Conv2D", "_FusedConv2D"})
@@ -66,9 +67,10 @@ def _fused(depthwise: Node, pointwise: Node, depthwise_ops: list[str],
               if "LeakyRelu" in ops}
     if len(alphas) > 1:
         return None
-    attrs: dict[str, Any] = {key: depthwise.attrs[key] for key in
-             ("strides", "padding", "explicit_paddings", "dilations", "data_format")
-             if key in depthwise.attrs}
+    attrs: dict[str, Any] = {
+        key: depthwise.attrs[key]
+        for key in ("strides", "padding", "explicit_paddings", "dilations", "data_format")
+        if key in depthwise.attrs}
     attrs.update({
         "T": DataType.DT_FLOAT,
         "depthwise_fused_ops": depthwise_ops,
@@ -80,14 +82,7 @@ def _fused(depthwise: Node, pointwise: Node, depthwise_ops: list[str],
     controls = list(dict.fromkeys([*depthwise.control_inputs, *pointwise.control_inputs]))
     node = Node(pointwise.name, _FUSED, [*depthwise.inputs, *pointwise.inputs[1:]], controls,
                 attrs, pointwise.device)
-    factory = KERNELS.lookup(_FUSED)
-    try:  # the kernel's own checks of the attrs
-        if factory is None:
-            return None
-        factory(NodeContext(node.name, node.op, node.attrs, 1))
-    except Exception:  # noqa: BLE001 - an unsupported combination stays as two nodes
-        return None
-    return node
+    return node if kernel_accepts(node) else None
 
 
 def fuse_separable_convs(graph: Graph, context: PassContext) -> Graph:

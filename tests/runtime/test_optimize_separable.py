@@ -77,9 +77,9 @@ def test_pairs_fuse_and_answer_what_the_two_kernels_answer(
         case: str, shape: tuple[int, int, int], threads: int) -> None:
     graph = Graph(_pair(**FUSED_CASES[case]))
     fused = _optimized(graph)
-    assert fused.node("out").inputs[0].node in fused
     separable = [n for n in fused if n.op == "_FusedSeparableConv2D"]
     assert len(separable) == 1 and "dw" not in fused
+    assert fused.node("out").inputs[0].node == separable[0].name
     n, h, w = shape
     feeds = {"x": _values(n, h, w, 24)}
     intra_op.set_threads(threads)
