@@ -23,7 +23,8 @@ import numpy as np
 
 from runtime.errors import InvalidArgumentError
 from runtime.intra_op import run_blocks, threads, worth_threads
-from runtime.kernels import (  # noqa: F401 - they register kernels
+from runtime.kernels import (  # noqa: F401 - they register kernels (logistic aside)
+    logistic,
     math_ops_bincount,
     math_ops_gamma,
     math_ops_misc,
@@ -72,6 +73,8 @@ def _register(table: dict[str, tuple[Kernel, Callable[[np.dtype], bool] | None, 
 def _sigmoid(x: Tensor) -> Tensor:
     # 1 / (1 + exp(-x)) keeps full relative precision for large negative x, where
     # the tanh form would cancel; exp overflowing to inf gives the right limit 0.
+    if logistic.COMPILED and type(x) is np.ndarray and x.ndim and x.dtype == np.float32:
+        return logistic.sigmoid_(np.positive(x))
     e = np.exp(np.negative(x))
     e += 1
     if type(e) is np.ndarray:
@@ -80,36 +83,49 @@ def _sigmoid(x: Tensor) -> Tensor:
 
 
 # numpy's float32 exp takes about as long as this many multiply-adds of a matrix product (about
-# 4 ns an element on the 2-core machine measured): a large Sigmoid (EfficientNet's Swish) is
-# worth spreading over the threads inside a run.
+# 4 ns an element on the 2-core machine measured), the compiled loop (logistic.py) about a third:
+# a large Sigmoid is worth spreading over the threads inside a run.
 _EXP_MACS = 32
+_COMPILED_EXP_MACS = 10
 
 
 def _sigmoid_of(dtype: np.dtype) -> Kernel:
-    """``_sigmoid`` for a known ``dtype``: the same bits, a third less time on small tensors.
+    """``_sigmoid`` for a known ``dtype``: a third less time on small tensors.
 
     On an LSTM step's few elements the ufunc calls' fixed costs are the whole cost, and a Python
     scalar operand (converted on every call) or a keyword ``out=`` adds to them. Here the 1 is a
     ready rank-0 array of the dtype, and the calls after the first write into the first one's
     result, passed positionally (one allocation instead of two, which large tensors gain from).
+    In numpy these are ``_sigmoid``'s bits. float32 goes through the compiled loop where it was
+    built (``logistic.COMPILED``): a copy, then the whole function in place.
     """
     one = np.ones((), dtype)
     negative, exp, add, reciprocal = np.negative, np.exp, np.add, np.reciprocal
 
-    def rest(e: np.ndarray) -> None:
+    def numpy_rest(e: np.ndarray) -> None:
         exp(e, e)
         add(e, one, e)
         reciprocal(e, e)
 
+    first: Callable[[Tensor], Tensor] = negative
+    rest: Callable[[np.ndarray], object] = numpy_rest
+    macs = _EXP_MACS
+    if logistic.COMPILED and dtype == np.float32:
+        first, rest, macs = np.positive, logistic.sigmoid_, _COMPILED_EXP_MACS
+
     def sigmoid(x: Tensor) -> Tensor:
-        e = negative(x)
+        e = first(x)
         if type(e) is not np.ndarray:  # a numpy scalar, from a rank-0 input
             return _sigmoid(x)
-        if worth_threads(e.size * _EXP_MACS):
+        if worth_threads(e.size * macs):
             # Elementwise, so the blocks' results are the serial ones bit for bit.
             flat = e.reshape(-1)
             step = -(-flat.size // threads())
-            run_blocks(lambda i: rest(flat[i * step:(i + 1) * step]), -(-flat.size // step))
+
+            def block(i: int) -> None:
+                rest(flat[i * step:(i + 1) * step])
+
+            run_blocks(block, -(-flat.size // step))
             return e
         rest(e)
         return e

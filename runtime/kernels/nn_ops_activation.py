@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from runtime.errors import InvalidArgumentError, UnimplementedError
-from runtime.kernels import clamps
+from runtime.kernels import clamps, logistic
 from runtime.kernels.math_ops_common import (
     FLOAT32,
     Kernel,
@@ -187,25 +187,6 @@ def _tanh_(y: np.ndarray) -> Tensor:
     return np.tanh(y, out=y)
 
 
-def _sigmoid_(y: np.ndarray) -> np.ndarray:
-    # 1 / (1 + exp(-y)), as the Sigmoid kernel computes it (numpy's exp is faster than its
-    # tanh); exp overflowing to inf for large negative y gives the right limit 0.
-    np.negative(y, out=y)
-    np.exp(y, out=y)
-    y += 1
-    np.reciprocal(y, out=y)
-    return y
-
-
-def _swish_(y: np.ndarray) -> np.ndarray:
-    # y * sigmoid(y) as y / (1 + exp(-y)): one division for the reciprocal and the product.
-    e = np.negative(y)
-    np.exp(e, out=e)
-    e += 1
-    np.divide(y, e, out=y)
-    return y
-
-
 def _gelu_exact_(y: np.ndarray) -> np.ndarray:
     # 0.5 * y * erfc(-y * sqrt(0.5)), as tf.nn.gelu computes it: erfc keeps the negative tail's
     # relative precision, which 1 + erf(y * sqrt(0.5)) would cancel away.
@@ -234,9 +215,9 @@ _FUSED: dict[str, InPlace] = {
     "Elu": _elu,
     "Selu": _selu,
     "Tanh": _tanh_,
-    "Sigmoid": _sigmoid_,
+    "Sigmoid": logistic.sigmoid_,
     "GeluExact": _gelu_exact_,
-    "Swish": _swish_,
+    "Swish": logistic.swish_,
     "GeluApproximate": _gelu_approximate_,
     "Identity": lambda y: y,
 }
