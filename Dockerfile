@@ -10,8 +10,8 @@ ARG EXTRAS=s3,gcs
 FROM ${BASE_IMAGE} AS build
 ARG EXTRAS
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
-# A C compiler and Python's headers for the package's C extension (runtime/kernels/_logistic.c),
-# in this stage only; a Debian python3 without its headers gets them from python3-dev.
+# A C compiler and Python's headers for the package's C extensions (runtime/kernels/_*.c), in
+# this stage only; a Debian python3 without its headers gets them from python3-dev.
 RUN apt-get update \
  && apt-get install --yes --no-install-recommends gcc libc6-dev \
  && if [ ! -f "$(python3 -c 'import sysconfig; print(sysconfig.get_path("include"))')/Python.h" ]; \
@@ -23,10 +23,10 @@ COPY pyproject.toml README.md ./
 COPY protos ./protos
 COPY runtime ./runtime
 COPY serving ./serving
-# The extension is optional to pip (an install without a compiler goes on without it), not to
-# the image: the import fails the build if it was not compiled.
+# The extensions are optional to pip (an install without a compiler goes on without them), not
+# to the image: the import fails the build if they were not compiled.
 RUN /opt/graphserve/bin/pip install ".${EXTRAS:+[$EXTRAS]}" \
- && cd / && /opt/graphserve/bin/python -c "import runtime.kernels._logistic" \
+ && cd / && /opt/graphserve/bin/python -c "import runtime.kernels._logistic, runtime.kernels._depthwise" \
  && /opt/graphserve/bin/python -m pip uninstall --yes pip setuptools
 COPY deploy/image/entrypoint.sh /opt/graphserve/bin/graphserve_entrypoint.sh
 COPY deploy/image/healthcheck.py /opt/graphserve/bin/graphserve_healthcheck.py

@@ -8,8 +8,8 @@ TF_PY := $(TF_VENV)/bin/python
 
 .PHONY: serve test protos fixtures legacy-fixtures kernel-fixtures bench bench-legacy bench-serving lint
 
-# The editable install also compiles the package's C extension (runtime/kernels/_logistic.c).
-$(VENV)/.installed: pyproject.toml runtime/kernels/_logistic.c
+# The editable install also compiles the package's C extensions (runtime/kernels/_*.c).
+$(VENV)/.installed: pyproject.toml $(wildcard runtime/kernels/_*.c)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[test]'

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from runtime import intra_op
 from runtime.errors import InvalidArgumentError, OpError
+from runtime.kernels.compiled import compiled_loops
 from serving.config import ServerOptions, model_configs
 from serving.core.config_watcher import ConfigFileWatcher
 from serving.core.initial_load import initial_load
@@ -225,6 +226,9 @@ def serve(options: ServerOptions) -> int:
     observe_requests(options)
     try:
         intra_op.set_threads(intra_op_threads(options))
+        loops = compiled_loops()
+        log.info("Compiled loops in use: %s", ", ".join(loops) if loops else
+                 "none (built without a C compiler, or the CPU lacks AVX2 and FMA): numpy only")
         core, watcher = build_core(options, role)
     except OpError as err:
         return _start_failed(err)

@@ -24,7 +24,7 @@ from runtime.intra_op import PARALLEL_MIN_MACS, run_blocks, threads
 from runtime.kernels.math_ops_common import FLOAT32, Kernel
 from runtime.kernels.nn_ops_common import Derived, Key, scratch
 from runtime.kernels.nn_ops_conv import ConvAttrs, block_activation, conv_core, depthwise_core
-from runtime.kernels.nn_ops_conv_gemm import Activation, add_bias_, block_rows
+from runtime.kernels.nn_ops_conv_gemm import Activation, Weights, add_bias_, block_rows
 from runtime.kernels.nn_ops_depthwise import (
     Chunks,
     DepthwiseShape,
@@ -113,12 +113,11 @@ def fused_separable_conv2d(node: NodeContext) -> Kernel:
             bd = bias_arg((bd,), s.c)
         if bp is not None:
             bp = bias_arg((bp,), o)
-        taps, tiled_bias = prepared.get(
-            (fd,) if bd is None else (fd, bd), algorithm.filter_key,
-            lambda: algorithm.prepare(fd, bd))
+        weights = prepared.get((fd,) if bd is None else (fd, bd), algorithm.filter_key,
+                               lambda: algorithm.prepare(fd, bd))
         matrix = matrices.get((fp,), "matrix", lambda: np.ascontiguousarray(fp.reshape(s.c, o)))
-        y = _separable(algorithm, np.ascontiguousarray(x), taps, tiled_bias,
-                       depthwise_activation, matrix, bp, pointwise_activation)
+        y = _separable(algorithm, np.ascontiguousarray(x), weights, depthwise_activation,
+                       matrix, bp, pointwise_activation)
         return apart(x, fd, bd, fp, bp) if y is None else y
 
     return run
@@ -176,9 +175,8 @@ def _layout(algorithm: DepthwiseTaps, threads: int, o: int) -> _Layout | None:
     return _Layout(spread, cut, groups, most)
 
 
-def _separable(algorithm: DepthwiseTaps, x: np.ndarray, taps: np.ndarray,
-               tiled_bias: np.ndarray | None, depthwise_activation: Activation,
-               matrix: np.ndarray, bias: np.ndarray | None,
+def _separable(algorithm: DepthwiseTaps, x: np.ndarray, weights: Weights,
+               depthwise_activation: Activation, matrix: np.ndarray, bias: np.ndarray | None,
                activation: Activation) -> np.ndarray | None:
     """The pair a run of chunks at a time, or None when ``_layout`` says to run it apart."""
     s = algorithm.shape
@@ -203,11 +201,9 @@ def _separable(algorithm: DepthwiseTaps, x: np.ndarray, taps: np.ndarray,
         for number in range(start, end):
             _, r0, r1 = cut.chunks[number]
             part = middle[rows:rows + r1 - r0]
-            algorithm.sums_into(x, taps, cut, number, part)
+            algorithm.sums_into(x, weights, cut, number, part)
             rows += r1 - r0
         part = middle[:rows]
-        if tiled_bias is not None:
-            np.add(part, tiled_bias, out=part)
         if depthwise_activation is not None:
             depthwise_activation(part)
         b, r0, _ = cut.chunks[start]

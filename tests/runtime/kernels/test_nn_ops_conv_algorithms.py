@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from runtime.errors import OpError
-from runtime.kernels import nn_ops_common, nn_ops_conv_gemm
+from runtime.kernels import nn_ops_common, nn_ops_conv_gemm, nn_ops_depthwise
 from runtime.kernels.nn_ops_common import (
     Derived,
     Window,
@@ -387,6 +387,18 @@ DEPTHWISE_CASES = [
     ("taps_few_channels", (2, 6, 6, 33), (3, 3, 33, 1), (1, 1), (1, 1), "SAME", None),
     ("taps_rows_strided", (1, 11, 9, 32), (3, 3, 32, 1), (2, 1), (1, 1), "VALID", None),
     ("taps_few_channels_strided", (2, 9, 9, 32), (3, 3, 32, 1), (2, 2), (1, 1), "SAME", None),
+    # The compiled loop's forms: runs of 8 output columns inside the image (3 or 5 wide, stride 1
+    # or 2) with the columns left over, channels past the last whole 8, rows and columns whose
+    # taps all fall in the padding, and a width it has no tiled form for.
+    ("taps_tiles_3x3", (1, 20, 37, 24), (3, 3, 24, 1), (1, 1), (1, 1), "SAME", None),
+    ("taps_tiles_channel_tail", (1, 9, 30, 21), (3, 3, 21, 1), (1, 1), (1, 1), "SAME", None),
+    ("taps_tiles_5x5_s2", (2, 23, 41, 40), (5, 5, 40, 1), (2, 2), (1, 1), "SAME", None),
+    ("taps_tiles_3x3_s2_valid", (1, 9, 40, 16), (3, 3, 16, 1), (2, 2), (1, 1), "VALID", None),
+    ("taps_tiles_5x5_channel_tail", (1, 12, 26, 19), (5, 5, 19, 1), (1, 1), (1, 1), "SAME",
+     None),
+    ("taps_all_padding", (1, 4, 12, 16), (3, 3, 16, 1), (1, 1), (1, 1), "EXPLICIT",
+     ((4, 3), (5, 6))),
+    ("taps_7x7", (1, 10, 30, 16), (7, 7, 16, 1), (1, 1), (1, 1), "SAME", None),
 ]
 
 
@@ -407,6 +419,32 @@ def test_depthwise_matches_definition(case) -> None:
                        conv_attrs(strides, dilations, padding, explicit, "NCHW"))
     np.testing.assert_allclose(nchw(x.transpose(0, 3, 1, 2), f), expected.transpose(0, 3, 1, 2),
                                rtol=1e-5, atol=1e-5)
+
+
+TAPS_CASES = [case for case in DEPTHWISE_CASES if case[0].startswith("taps")]
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+@pytest.mark.parametrize("case", TAPS_CASES, ids=[c[0] for c in TAPS_CASES])
+def test_depthwise_taps_both_ways_match_definition(case, compiled, monkeypatch) -> None:
+    # The compiled loop where it was built, and numpy's einsums, with a bias (summed in the
+    # compiled loop) and without.
+    if compiled and not nn_ops_depthwise.COMPILED:
+        pytest.skip("the compiled depthwise loop is not built or the CPU lacks AVX2 and FMA")
+    monkeypatch.setattr(nn_ops_depthwise, "COMPILED", compiled)
+    _, x_shape, f_shape, strides, dilations, padding, explicit = case
+    x, f, bias = normal(*x_shape), normal(*f_shape), normal(x_shape[3])
+    pads = pads_of(padding, x_shape[1:3], f_shape[:2], strides, dilations, explicit)
+    expected = reference_depthwise(x, f, strides, dilations, pads)
+    attrs = conv_attrs(strides, dilations, padding, explicit)
+    fused = instantiate("_FusedDepthwiseConv2dNative",
+                        {**attrs, "fused_ops": ["BiasAdd"], "num_args": 1})
+    plain = instantiate("DepthwiseConv2dNative", attrs)
+    np.testing.assert_allclose(plain(x, f), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fused(x, frozen(f), frozen(bias)), expected + bias, rtol=1e-5,
+                               atol=1e-5)
+    shape = depthwise_shape(x_shape, f_shape, strides, dilations, padding, explicit)
+    assert choose_depthwise(shape).compiled == compiled
 
 
 def test_depthwise_empty_batch_and_output() -> None:

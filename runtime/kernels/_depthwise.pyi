@@ -1,0 +1,6 @@
+import numpy as np
+
+def sums(image: np.ndarray, packed: np.ndarray, bias: np.ndarray | None, out: np.ndarray,
+         first_row: int, strides: tuple[int, int], window: tuple[int, int],
+         dilations: tuple[int, int], pads: tuple[int, int], /) -> None: ...
+def supported() -> bool: ...
