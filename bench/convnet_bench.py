@@ -65,6 +65,7 @@ from bench.report import Notes, _render
 from bench.tensors import leading_dim, max_abs_diff, tile_rows
 from bench.timing import Budget, Stats, machine, summarize
 from runtime import intra_op
+from runtime.kernels.compiled import compiled_loops
 
 MODELS = ("resnet50", "mobilenet", "mobilenet_v2", "efficientnet_b0", "xception")
 CACHE = ROOT / "bench" / ".cache"
@@ -464,6 +465,7 @@ def environment(args: argparse.Namespace, budget: Budget,
         "budget": dataclasses.asdict(budget),
         "pause_s": PAUSE_S,
         "build_s": build_s,
+        "compiled_loops": compiled_loops(),
     }
 
 
@@ -477,7 +479,8 @@ def header(env: dict[str, Any]) -> str:
         f"python {env['python']}, numpy {env['numpy']}; TensorFlow {tf} ({engine})",
         f"models: {BUILT_MODELS.relative_to(ROOT)} (make_bench_models.py: {env['build_s']:.1f} s)",
         (f"threads: TF intra-op = inter-op = n; graphserve: runtime.intra_op.set_threads(n), "
-         f"OPENBLAS_NUM_THREADS={env['blas_threads']['OPENBLAS_NUM_THREADS']}"),
+         f"OPENBLAS_NUM_THREADS={env['blas_threads']['OPENBLAS_NUM_THREADS']}; compiled loops: "
+         f"{', '.join(env['compiled_loops']) or 'none'}"),
         (f"cells: median/p90 ms per call after {b['warmup_calls']} warm-up calls each, in "
          f"pairs (TF's call and ours, alternating which goes first, {env['pause_s'] * 1000:.0f} "
          f"ms apart) for {2 * b['seconds']:.0f} s and at least {b['min_calls']} pairs (a slow "
