@@ -17,7 +17,7 @@
 
 #define AVX2 __attribute__((target("avx2,fma")))
 #define INLINE static inline __attribute__((always_inline))
-#define MAX_TAPS 1024
+#define MAX_TAPS 1024 /* nn_ops_depthwise.COMPILED_MAX_TAPS: larger filters run in numpy */
 #define PIXELS 4 /* output columns summed together: independent chains for the FMA latency */
 
 /* The taps that an output pixel reads: their offsets in floats from its first input row and

@@ -45,8 +45,10 @@ try:
 except ImportError:  # built without a C compiler
     _compiled = None
 
-# Whether float32 DepthwiseTaps sum in the compiled loop (``_depthwise.c``).
+# Whether float32 DepthwiseTaps sum in the compiled loop (``_depthwise.c``), for filters of at
+# most its MAX_TAPS taps.
 COMPILED = _compiled is not None and _compiled.supported()
+COMPILED_MAX_TAPS = 1024
 
 # Grid cells per block: each channel's product is [multiplier, taps] x [taps, cells], far from
 # the sizes that BLAS would thread.
@@ -228,7 +230,7 @@ class DepthwiseTaps:
     def __init__(self, shape: DepthwiseShape) -> None:
         s = shape
         self.shape = s
-        self.compiled = COMPILED and s.dtype == np.float32
+        self.compiled = COMPILED and s.dtype == np.float32 and s.kh * s.kw <= COMPILED_MAX_TAPS
         self.filter_key: Hashable = (("depthwise-taps-packed",) if self.compiled
                                      else ("depthwise-taps", s.cols.out))
         oh, ow = s.rows.out, s.cols.out

@@ -447,6 +447,16 @@ def test_depthwise_taps_both_ways_match_definition(case, compiled, monkeypatch) 
     assert choose_depthwise(shape).compiled == compiled
 
 
+def test_depthwise_taps_beyond_the_compiled_loops_window_run_in_numpy() -> None:
+    # 33x33 taps: more than the compiled loop takes, so numpy sums them.
+    x, f = normal(1, 40, 36, 16), normal(33, 33, 16, 1)
+    shape = depthwise_shape(x.shape, f.shape, (1, 1), (1, 1), "VALID")
+    assert not choose_depthwise(shape).compiled
+    kernel = instantiate("DepthwiseConv2dNative", conv_attrs((1, 1), (1, 1), "VALID"))
+    expected = reference_depthwise(x, f, (1, 1), (1, 1), ((0, 0), (0, 0)))
+    np.testing.assert_allclose(kernel(x, f), expected, rtol=1e-4, atol=1e-4)
+
+
 def test_depthwise_empty_batch_and_output() -> None:
     kernel = instantiate("DepthwiseConv2dNative", conv_attrs((1, 1), (1, 1), "VALID"))
     assert kernel(normal(0, 5, 5, 3), normal(3, 3, 3, 2)).shape == (0, 3, 3, 6)
