@@ -2,7 +2,7 @@
  *
  * numpy's float32 exp alone costs about 3.7 ns a value on the 2-core machine measured, and the
  * passes around it (negate, add one, divide) another ~1 ns; this loop does all of Swish in
- * ~1.4 ns. It matters for EfficientNet-like models, whose every convolution ends in Swish.
+ * ~1.7 ns. It matters for EfficientNet-like models, whose every convolution ends in Swish.
  *
  * runtime/kernels/logistic.py is the only caller: it checks supported() once and falls back to
  * numpy where this module was not built or the CPU lacks AVX2 and FMA. Both functions take a

@@ -2,7 +2,7 @@
 fused activations.
 
 float32 tensors go through ``_logistic`` (``_logistic.c``, built with the package): one AVX2 pass
-of about 1.4 ns a value where numpy's passes take about 4.5, most of it numpy's ``exp``. Where
+of about 1.7 ns a value where numpy's passes take about 4.5, most of it numpy's ``exp``. Where
 that module was not built (no C compiler at install) or the CPU lacks AVX2 and FMA, and for other
 dtypes, numpy computes the same formulas. The two agree to float32 rounding (a few ulp), not bit
 for bit: the compiled ``exp`` is a polynomial of its own.

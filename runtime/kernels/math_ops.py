@@ -23,14 +23,15 @@ import numpy as np
 
 from runtime.errors import InvalidArgumentError
 from runtime.intra_op import run_blocks, threads, worth_threads
-from runtime.kernels import (  # noqa: F401 - they register kernels (logistic aside)
-    logistic,
+from runtime.kernels import (  # noqa: F401 - they register kernels
     math_ops_bincount,
     math_ops_gamma,
     math_ops_misc,
     math_ops_reduce,
     math_ops_segment,
 )
+from runtime.kernels.logistic import COMPILED as LOGISTIC_COMPILED
+from runtime.kernels.logistic import sigmoid_
 from runtime.kernels.math_ops_common import (
     BFLOAT16,
     Kernel,
@@ -73,8 +74,8 @@ def _register(table: dict[str, tuple[Kernel, Callable[[np.dtype], bool] | None, 
 def _sigmoid(x: Tensor) -> Tensor:
     # 1 / (1 + exp(-x)) keeps full relative precision for large negative x, where
     # the tanh form would cancel; exp overflowing to inf gives the right limit 0.
-    if logistic.COMPILED and type(x) is np.ndarray and x.ndim and x.dtype == np.float32:
-        return logistic.sigmoid_(np.positive(x))
+    if LOGISTIC_COMPILED and type(x) is np.ndarray and x.ndim and x.dtype == np.float32:
+        return sigmoid_(np.positive(x))
     e = np.exp(np.negative(x))
     e += 1
     if type(e) is np.ndarray:
@@ -110,8 +111,8 @@ def _sigmoid_of(dtype: np.dtype) -> Kernel:
     first: Callable[[Tensor], Tensor] = negative
     rest: Callable[[np.ndarray], object] = numpy_rest
     macs = _EXP_MACS
-    if logistic.COMPILED and dtype == np.float32:
-        first, rest, macs = np.positive, logistic.sigmoid_, _COMPILED_EXP_MACS
+    if LOGISTIC_COMPILED and dtype == np.float32:
+        first, rest, macs = np.positive, sigmoid_, _COMPILED_EXP_MACS
 
     def sigmoid(x: Tensor) -> Tensor:
         e = first(x)
