@@ -39,6 +39,8 @@ from runtime.kernels.nn_ops_conv_gemm import (
     choose,
 )
 from runtime.kernels.nn_ops_conv_transpose import TransposeConv, TransposeWeights
+from runtime.kernels.nn_ops_conv_winograd import Winograd
+from runtime.kernels.nn_ops_conv_winograd import applies as winograd_applies
 from runtime.kernels.nn_ops_depthwise import (
     Depthwise,
     DepthwiseShape,
@@ -159,7 +161,8 @@ def _conv_plan(attrs: ConvAttrs, op: str, x_shape: tuple[int, ...], f_shape: tup
     dtype = _compute_dtype(x_dtype, f_dtype)
     shape = ConvShape(n, h, w, fc, kh, kw, o // groups, attrs.strides, attrs.dilations, rows, cols,
                       dtype)
-    return _ConvPlan(groups, fc, o // groups, dtype, choose(shape))
+    algorithm = Winograd(shape) if winograd_applies(shape) else choose(shape)
+    return _ConvPlan(groups, fc, o // groups, dtype, algorithm)
 
 
 # (NHWC input, filter, bias or None, activation) -> NHWC output in the compute dtype, a fresh

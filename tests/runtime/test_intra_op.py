@@ -13,9 +13,11 @@ import pytest
 from runtime import intra_op
 from runtime.kernels import nn_ops_conv_gemm
 from runtime.kernels.nn_ops_common import window
+from runtime.kernels.nn_ops_conv_winograd import applies as winograd_applies
 from runtime.kernels.registry import instantiate
 from tests.runtime.kernels.test_nn_ops_conv_algorithms import (
     conv_attrs,
+    conv_shape,
     pads_of,
     reference_conv,
     reference_depthwise,
@@ -118,12 +120,17 @@ def test_one_thread_runs_on_the_caller() -> None:
 
 # Big enough to be spread (above intra_op.PARALLEL_MIN_MACS), one case per algorithm.
 CONV = [
-    ("patches_rows_of_one_image", (1, 56, 56, 32), (3, 3, 32, 32), (1, 1), "SAME"),
-    ("patches_images", (8, 14, 14, 64), (3, 3, 64, 64), (1, 1), "SAME"),
+    ("patches_rows_of_one_image", (1, 56, 56, 32), (3, 3, 32, 24), (1, 1), "SAME"),
+    ("patches_images", (8, 14, 14, 64), (2, 2, 64, 64), (1, 1), "SAME"),
     ("patches_strided", (1, 57, 57, 24), (3, 3, 24, 48), (2, 2), "VALID"),
     ("pointwise", (1, 56, 56, 64), (1, 1, 64, 128), (1, 1), "VALID"),
     # Too few rows to share: the threads share the filter's columns.
-    ("patches_columns", (1, 7, 7, 256), (3, 3, 256, 200), (1, 1), "SAME"),
+    ("patches_columns", (1, 7, 7, 256), (2, 2, 256, 200), (1, 1), "SAME"),
+    # Winograd: blocks of tile rows, of whole images, and (7x7: 16 tiles) the filter's
+    # columns, each thread transforming the input itself.
+    ("winograd_tile_rows", (1, 56, 56, 64), (3, 3, 64, 64), (1, 1), "SAME"),
+    ("winograd_images", (8, 14, 14, 64), (3, 3, 64, 64), (1, 1), "SAME"),
+    ("winograd_columns", (1, 7, 7, 256), (3, 3, 256, 200), (1, 1), "SAME"),
     ("pointwise_columns", (1, 7, 7, 512), (1, 1, 512, 520), (1, 1), "VALID"),
     # Few input channels: the threads share each image's output rows, in unequal ranges.
     ("channel_major_rows", (2, 64, 64, 3), (7, 7, 3, 64), (2, 2), "SAME"),
@@ -145,7 +152,9 @@ DEPTHWISE = [
 
 @pytest.mark.parametrize("case", CONV + DEPTHWISE, ids=[c[0] for c in CONV + DEPTHWISE])
 def test_spread_kernels_answer_what_one_thread_answers(case: tuple) -> None:
-    _, x_shape, f_shape, strides, padding = case
+    name, x_shape, f_shape, strides, padding = case
+    shape = conv_shape(x_shape, f_shape, strides, (1, 1), padding)
+    assert winograd_applies(shape) == name.startswith("winograd")
     x = RNG.standard_normal(x_shape).astype(np.float32)
     f = RNG.standard_normal(f_shape).astype(np.float32)
     op = "Conv2D" if (case in CONV) else "DepthwiseConv2dNative"

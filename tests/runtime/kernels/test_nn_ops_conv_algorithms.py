@@ -4,6 +4,7 @@ numpy definitions, on shapes chosen to select each algorithm and each blocking c
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 
@@ -12,6 +13,7 @@ import pytest
 
 from runtime.errors import OpError
 from runtime.kernels import nn_ops_common, nn_ops_conv_gemm, nn_ops_depthwise
+from runtime.kernels.clamps import relu_
 from runtime.kernels.nn_ops_common import (
     Derived,
     Window,
@@ -30,6 +32,8 @@ from runtime.kernels.nn_ops_conv_gemm import (
     choose,
     tiling,
 )
+from runtime.kernels.nn_ops_conv_winograd import Winograd
+from runtime.kernels.nn_ops_conv_winograd import applies as winograd_applies
 from runtime.kernels.nn_ops_depthwise import (
     Depthwise,
     DepthwiseShape,
@@ -191,6 +195,65 @@ def test_conv2d_algorithms_match_definition(case) -> None:
         assert result.dtype == F32 and result.flags.c_contiguous
         np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(kernel(x, filt), expected, rtol=1e-5, atol=1e-5)
+
+
+# (name, x shape, filter shape, padding, explicit pads): 3x3 at stride 1, Winograd's F(2x2, 3x3)
+# (chosen only for larger layers; here built directly).
+WINOGRAD_CASES = [
+    ("same_even", (1, 8, 10, 32), (3, 3, 32, 40), "SAME", None),
+    ("same_odd", (2, 7, 9, 33), (3, 3, 33, 32), "SAME", None),  # the last tiles half cropped
+    ("valid", (1, 9, 8, 32), (3, 3, 32, 48), "VALID", None),
+    ("explicit", (1, 6, 7, 40), (3, 3, 40, 32), "EXPLICIT", ((2, 0), (0, 3))),
+    ("one_tile_row", (3, 2, 11, 32), (3, 3, 32, 32), "SAME", None),
+    ("one_output", (1, 3, 3, 8), (3, 3, 8, 4), "VALID", None),
+    # More tiles than a block holds: blocks of tile rows.
+    ("blocks", (2, 70, 42, 16), (3, 3, 16, 24), "SAME", None),
+]
+
+
+@pytest.mark.parametrize("case", WINOGRAD_CASES, ids=[c[0] for c in WINOGRAD_CASES])
+def test_winograd_matches_definition(case) -> None:
+    _, x_shape, f_shape, padding, explicit = case
+    algorithm = Winograd(conv_shape(x_shape, f_shape, (1, 1), (1, 1), padding, explicit))
+    x, f, bias = normal(*x_shape), normal(*f_shape), normal(f_shape[3])
+    pads = pads_of(padding, x_shape[1:3], f_shape[:2], (1, 1), (1, 1), explicit)
+    expected = reference_conv(x, f, (1, 1), (1, 1), pads)
+    result = algorithm(x, algorithm.prepare(f, None), None)
+    assert result.dtype == F32 and result.flags.c_contiguous
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-4)
+    # The bias and a fused Relu, into a given output.
+    out = np.full(expected.shape, np.nan, F32)
+    assert algorithm(x, algorithm.prepare(f, bias), relu_, out) is out
+    np.testing.assert_allclose(out, np.maximum(expected + bias, 0), rtol=1e-5, atol=1e-4)
+
+
+def test_conv2d_takes_winograd_for_a_large_3x3_layer() -> None:
+    x, f, bias = normal(1, 28, 28, 64), normal(3, 3, 64, 64), normal(64)
+    assert winograd_applies(conv_shape(x.shape, f.shape, (1, 1), (1, 1), "SAME"))
+    expected = reference_conv(x, f, (1, 1), (1, 1), ((1, 1), (1, 1)))
+    attrs = conv_attrs((1, 1), (1, 1), "SAME")
+    for filt in (f, frozen(f)):  # derived weights computed afresh, then remembered
+        np.testing.assert_allclose(instantiate("Conv2D", attrs)(x, filt), expected, rtol=1e-5,
+                                   atol=1e-4)
+    fused = instantiate("_FusedConv2D", {**attrs, "fused_ops": ["BiasAdd", "Relu"],
+                                         "num_args": 1})
+    np.testing.assert_allclose(fused(x, frozen(f), frozen(bias)),
+                               np.maximum(expected + bias, 0), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("x_shape,f_shape,strides,dilations,dtype", [
+    ((1, 28, 28, 63), (3, 3, 63, 64), (1, 1), (1, 1), F32),  # too few input channels
+    ((1, 28, 28, 64), (3, 3, 64, 63), (1, 1), (1, 1), F32),  # too few output channels
+    ((1, 14, 14, 64), (3, 3, 64, 64), (1, 1), (1, 1), F32),  # too little work
+    ((1, 28, 28, 64), (3, 3, 64, 64), (2, 2), (1, 1), F32),
+    ((1, 28, 28, 64), (3, 3, 64, 64), (1, 1), (2, 2), F32),
+    ((1, 28, 28, 64), (5, 5, 64, 64), (1, 1), (1, 1), F32),
+    ((1, 28, 28, 64), (3, 3, 64, 64), (1, 1), (1, 1), np.float64),  # float64 keeps its precision
+])
+def test_winograd_is_only_for_large_3x3_stride_1_float32_layers(
+        x_shape, f_shape, strides, dilations, dtype) -> None:
+    shape = conv_shape(x_shape, f_shape, strides, dilations, "SAME")
+    assert not winograd_applies(dataclasses.replace(shape, dtype=np.dtype(dtype)))
 
 
 @pytest.mark.parametrize("case", CONV_CASES[:4] + CONV_CASES[9:11], ids=lambda c: c[0])
