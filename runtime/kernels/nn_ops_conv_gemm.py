@@ -279,7 +279,10 @@ def _blocks(n: int, per_image: int, rows_per_image: int,
             for i in range(n) for r in range(0, rows_per_image, step)]
 
 
-class _Padded:
+class PaddedInput:
+    """Scratch for the whole batch padded to ``padded_hw``: the padding stays zero, as only the
+    input's own cells are written on each call."""
+
     def __init__(self, shape: ConvShape, padded_hw: tuple[int, int]) -> None:
         s = shape
         self.padded = np.zeros((s.n, *padded_hw, s.c), s.dtype)
@@ -332,8 +335,8 @@ class Patches(ConvAlgorithm):
         matrix, _ = super().prepare(f, None)
         return _with_bias_row(matrix, bias), None
 
-    def _padded(self) -> _Padded:
-        return _Padded(self.shape, (self.need_h, self.need_w))
+    def _padded(self) -> PaddedInput:
+        return PaddedInput(self.shape, (self.need_h, self.need_w))
 
     def _cut(self, threads: int) -> _PatchBlocks:
         cut = self._cuts.get(threads)

@@ -105,10 +105,14 @@ def _side_input(y: np.ndarray, args: Sequence[np.ndarray]) -> np.ndarray:
     return y
 
 
+def fused_op_names(node: NodeContext, attr: str = "fused_ops") -> list[str]:
+    """The op names in a ``fused_ops``-style attr, as text."""
+    return [op.decode() if isinstance(op, bytes) else str(op) for op in node.attr(attr, [])]
+
+
 def build_epilogue(node: NodeContext, allow_batch_norm: bool = True) -> Epilogue:
     """The epilogue for the node's ``fused_ops``."""
-    fused = [op.decode() if isinstance(op, bytes) else str(op)
-             for op in node.attr("fused_ops", [])]
+    fused = fused_op_names(node)
     steps: list[tuple[Step, int]] = []  # (step, args it takes), before the activation
     post: list[tuple[Step, int]] = []  # after it
     rest = list(fused)

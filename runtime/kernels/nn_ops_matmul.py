@@ -12,7 +12,7 @@ from runtime.errors import InvalidArgumentError
 from runtime.kernels.math_ops_common import FLOAT32, Kernel, Tensor, type_attr
 from runtime.kernels.nn_ops_activation import ACTIVATION_NAMES, fused_activation
 from runtime.kernels.nn_ops_common import LOW_FLOATS
-from runtime.kernels.nn_ops_fused import build_epilogue
+from runtime.kernels.nn_ops_fused import build_epilogue, fused_op_names
 from runtime.kernels.registry import NodeContext, kernel
 
 _matmul = np.matmul
@@ -157,7 +157,7 @@ def fused_matmul(node: NodeContext) -> Kernel:
 def _fused_matmul_with_constants(node: NodeContext, ta: bool, tb: bool) -> Kernel | None:
     """``a @ W + bias`` then an activation, with constant float32/float64 ``W`` and ``bias``
     checked once and baked in: a dense layer's whole per-call work is three numpy calls."""
-    fused = [op.decode() if isinstance(op, bytes) else str(op) for op in node.attr("fused_ops", [])]
+    fused = fused_op_names(node)
     if not fused or fused[0] != "BiasAdd" or len(fused) > 2:
         return None
     weights, bias = node.constant_input(1), node.constant_input(2)

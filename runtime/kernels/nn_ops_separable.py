@@ -31,14 +31,14 @@ from runtime.kernels.nn_ops_depthwise import (
     DepthwiseTaps,
     choose_depthwise,
 )
-from runtime.kernels.nn_ops_fused import bias_arg
+from runtime.kernels.nn_ops_fused import bias_arg, fused_op_names
 from runtime.kernels.registry import NodeContext, kernel
 
 
 def epilogue_of(node: NodeContext, attr: str) -> tuple[bool, str]:
     """(whether it adds a bias, its activation or "") for a ``fused_ops``-style attr: nothing,
     BiasAdd, or BiasAdd and an activation."""
-    fused = [op.decode() if isinstance(op, bytes) else str(op) for op in node.attr(attr, [])]
+    fused = fused_op_names(node, attr)
     if not fused:
         return False, ""
     if fused[0] == "BiasAdd" and len(fused) <= 2:
